@@ -1,0 +1,8 @@
+//! Analyses over the validated module: the call graph (which functions can yield and so need
+//! continuations), canonical signatures for `call_indirect`, and local liveness for frames.
+
+mod callgraph;
+mod liveness;
+
+pub use callgraph::{CallGraph, Signatures};
+pub use liveness::Liveness;

@@ -1,0 +1,136 @@
+//! The system C compiler and the on-disk cache of compiled kernels.
+//!
+//! A cache entry is keyed by the SHA-256 of everything that shaped the object: warpvisor's
+//! version, the compiler's identity and flags, and the kernel source (which embeds the layout
+//! settings). Each entry also records those settings in a manifest that is checked on reuse.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sha2::{Digest, Sha256};
+
+use crate::backend::BackendError;
+use crate::codegen::{KernelOptions, KernelSource};
+
+/// Flags that keep WebAssembly float semantics exact and the C well-defined.
+const FLAGS: &[&str] = &[
+    "-O2",
+    "-std=gnu11",
+    "-fPIC",
+    "-shared",
+    "-fwrapv",
+    "-fno-strict-aliasing",
+    "-ffp-contract=off",
+    "-fno-fast-math",
+    "-fno-math-errno",
+    "-w",
+];
+
+/// The system C compiler.
+pub struct CCompiler {
+    path: String,
+    identity: String,
+}
+
+/// Where compiled kernels are cached: `$WARPVISOR_CACHE_DIR`, else `$XDG_CACHE_HOME/warpvisor`,
+/// else `~/.cache/warpvisor`, else a folder in the system temp dir.
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("WARPVISOR_CACHE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("warpvisor");
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        return PathBuf::from(h).join(".cache").join("warpvisor");
+    }
+    std::env::temp_dir().join("warpvisor-cache")
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BackendError {
+    let context = context.into();
+    move |source| BackendError::Io { context, source }
+}
+
+impl CCompiler {
+    /// Finds the C compiler (`$CC`, else `cc`) and records its version.
+    pub fn detect() -> Result<Self, BackendError> {
+        let path = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let out = Command::new(&path)
+            .arg("--version")
+            .output()
+            .map_err(|e| BackendError::Unavailable {
+                backend: "cpu",
+                reason: format!("no C compiler `{path}` ({e}); install gcc or set CC"),
+            })?;
+        let identity = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").to_string();
+        Ok(CCompiler { path, identity })
+    }
+
+    fn key(&self, source: &KernelSource) -> String {
+        let mut h = Sha256::new();
+        h.update(env!("CARGO_PKG_VERSION"));
+        h.update(&self.identity);
+        for f in FLAGS {
+            h.update(f);
+        }
+        h.update(&source.code);
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Compiles `source` (or reuses the cached object) and loads it.
+    pub fn build(&self, source: &KernelSource, options: &KernelOptions) -> Result<libloading::Library, BackendError> {
+        let dir = cache_dir();
+        std::fs::create_dir_all(&dir).map_err(io(format!("creating kernel cache {}", dir.display())))?;
+        let key = self.key(source);
+        let object = dir.join(format!("{key}.so"));
+        let manifest = dir.join(format!("{key}.json"));
+        let expected = serde_json::json!({
+            "warpvisor": env!("CARGO_PKG_VERSION"),
+            "compiler": self.identity,
+            "flags": FLAGS,
+            "options": options,
+        })
+        .to_string();
+        let cached = object.exists()
+            && std::fs::read_to_string(&manifest).is_ok_and(|m| m == expected);
+        if !cached {
+            self.compile(&dir, &key, source, &object)?;
+            write_atomically(&manifest, expected.as_bytes())?;
+        }
+        // SAFETY: the object is our generated kernel: its initializers do nothing.
+        unsafe { libloading::Library::new(&object) }
+            .map_err(|e| BackendError::Launch(format!("loading {}: {e}", object.display())))
+    }
+
+    fn compile(&self, dir: &Path, key: &str, source: &KernelSource, object: &Path) -> Result<(), BackendError> {
+        let unique = format!("{key}.{}.{:?}", std::process::id(), std::thread::current().id())
+            .replace(['(', ')'], "");
+        let c_file = dir.join(format!("{unique}.c"));
+        let tmp_obj = dir.join(format!("{unique}.so.tmp"));
+        std::fs::write(&c_file, &source.code).map_err(io("writing kernel source"))?;
+        let out = Command::new(&self.path)
+            .args(FLAGS)
+            .arg("-o")
+            .arg(&tmp_obj)
+            .arg(&c_file)
+            .arg("-lm")
+            .output()
+            .map_err(io(format!("running {}", self.path)))?;
+        let _ = std::fs::remove_file(&c_file);
+        if !out.status.success() {
+            let _ = std::fs::remove_file(&tmp_obj);
+            return Err(BackendError::Compile {
+                compiler: self.identity.clone(),
+                log: String::from_utf8_lossy(&out.stderr).chars().take(4000).collect(),
+            });
+        }
+        std::fs::rename(&tmp_obj, object).map_err(io("storing compiled kernel"))
+    }
+}
+
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), BackendError> {
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes).map_err(io("writing kernel manifest"))?;
+    std::fs::rename(&tmp, path).map_err(io("writing kernel manifest"))
+}

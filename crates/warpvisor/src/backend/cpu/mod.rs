@@ -1,0 +1,84 @@
+//! The `cpu` backend: the host-C kernel, compiled by the system C compiler into a shared
+//! object, run by a pool of worker threads (Ocelot's runtime design, `ocelot.md` §III.H).
+
+mod compiler;
+mod pool;
+
+use std::sync::Arc;
+
+pub use compiler::CCompiler;
+use pool::WorkerPool;
+
+use super::{Backend, BackendError, Kernel};
+use crate::codegen::{KernelOptions, KernelSource};
+use crate::vmm::abi::FleetAbi;
+use crate::vmm::FleetBuffers;
+
+/// `void wv_launch(wv_fleet *f, uint32_t first, uint32_t end, uint32_t step)`.
+pub type LaunchFn = unsafe extern "C" fn(*const FleetAbi, u32, u32, u32);
+
+/// The `cpu` backend.
+pub struct CpuBackend {
+    compiler: CCompiler,
+    pool: Arc<WorkerPool>,
+}
+
+impl CpuBackend {
+    /// A backend using the system C compiler and one worker per core (or `workers`).
+    pub fn new(workers: Option<usize>) -> Result<Self, BackendError> {
+        let compiler = CCompiler::detect()?;
+        let n = workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        Ok(CpuBackend {
+            compiler,
+            pool: Arc::new(WorkerPool::new(n.max(1))),
+        })
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn load(&self, source: &KernelSource, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
+        let library = self.compiler.build(source, options)?;
+        // SAFETY: the library was built from our kernel source, whose entry has this type.
+        let launch: LaunchFn = unsafe {
+            *library
+                .get::<LaunchFn>(b"wv_launch\0")
+                .map_err(|e| BackendError::Launch(format!("kernel has no entry point: {e}")))?
+        };
+        Ok(Arc::new(CpuKernel {
+            _library: library,
+            launch,
+            pool: self.pool.clone(),
+        }))
+    }
+}
+
+/// A kernel loaded into this process.
+struct CpuKernel {
+    _library: libloading::Library,
+    launch: LaunchFn,
+    pool: Arc<WorkerPool>,
+}
+
+impl Kernel for CpuKernel {
+    fn launch(&self, fleet: &mut FleetBuffers) -> Result<(), BackendError> {
+        let abi = fleet.abi();
+        let n = abi.num_vms;
+        let launch = self.launch;
+        if n <= 1 || self.pool.workers() == 1 {
+            // SAFETY: `abi` points into `fleet`, which outlives the call.
+            unsafe { launch(&abi, 0, n, 1) };
+            return Ok(());
+        }
+        // Interleaved assignment: worker w runs VMs w, w + W, w + 2W, ...
+        let workers = self.pool.workers().min(n as usize) as u32;
+        self.pool.run(workers as usize, &|w| {
+            // SAFETY: each worker touches only its own VMs; `abi` outlives `run`.
+            unsafe { launch(&abi, w as u32, n, workers) };
+        });
+        Ok(())
+    }
+}

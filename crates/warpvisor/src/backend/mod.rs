@@ -1,0 +1,59 @@
+//! Backends: turn kernel source into something that runs a fleet.
+//!
+//! - [`cpu`]: the host-C kernel compiled by the system C compiler, VMs spread over a pool of
+//!   worker threads.
+
+pub mod cpu;
+
+use std::sync::Arc;
+
+use crate::codegen::{KernelOptions, KernelSource};
+use crate::vmm::FleetBuffers;
+
+/// Why a backend could not build or run a kernel.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The backend cannot be used here.
+    #[error("backend {backend} is unavailable: {reason}")]
+    Unavailable {
+        /// Backend name.
+        backend: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// The device compiler rejected the kernel.
+    #[error("kernel compilation failed ({compiler}):\n{log}")]
+    Compile {
+        /// The compiler.
+        compiler: String,
+        /// Its diagnostics.
+        log: String,
+    },
+    /// An I/O error around the kernel cache or the compiler.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A launch failed.
+    #[error("kernel launch failed: {0}")]
+    Launch(String),
+}
+
+/// A backend that can load kernels.
+pub trait Backend: Send + Sync {
+    /// Name used on the command line (`cpu`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Builds (or fetches from the cache) the device program for `source`.
+    fn load(&self, source: &KernelSource, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError>;
+}
+
+/// A loaded kernel, ready to run fleets.
+pub trait Kernel: Send + Sync {
+    /// Runs every VM whose status is running until each has finished, trapped or stopped
+    /// for a hypercall.
+    fn launch(&self, fleet: &mut FleetBuffers) -> Result<(), BackendError>;
+}

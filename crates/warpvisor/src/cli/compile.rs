@@ -1,0 +1,36 @@
+//! `warpvisor compile`: translate a module and write the kernel source.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{read_file, FleetArgs};
+use warpvisor::{codegen, frontend};
+
+/// Arguments of `warpvisor compile`.
+#[derive(Args)]
+pub struct CompileArgs {
+    /// The module (.wasm or .wat).
+    module: PathBuf,
+    /// Kernel language to write.
+    #[arg(long, default_value = "c", value_parser = ["c"])]
+    emit: String,
+    /// Output file (default: standard output).
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    fleet: FleetArgs,
+}
+
+pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
+    let bytes = read_file(&args.module)?;
+    let binary = frontend::to_binary(&bytes)?;
+    let module = frontend::load(&binary)?;
+    let source = codegen::emit(&module, &args.fleet.kernel())?;
+    match &args.output {
+        Some(path) => std::fs::write(path, &source.code)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
+        None => print!("{}", source.code),
+    }
+    Ok(0)
+}

@@ -1,0 +1,131 @@
+//! Command-line front end: argument parsing and the subcommands.
+
+mod compile;
+mod run;
+mod wast;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use warpvisor::codegen::KernelOptions;
+use warpvisor::vmm::FleetConfig;
+
+/// Run many copies of one WebAssembly program as VMs in one data-parallel kernel.
+#[derive(Parser)]
+#[command(name = "warpvisor", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run an exported function on a fleet of VMs.
+    Run(run::RunArgs),
+    /// Run WebAssembly spec-test scripts (.wast).
+    Wast(wast::WastArgs),
+    /// Translate a module and write the kernel source.
+    Compile(compile::CompileArgs),
+}
+
+/// Settings shared by the commands that build kernels and fleets.
+#[derive(Args, Clone)]
+pub struct FleetArgs {
+    /// Backend that runs the fleet.
+    #[arg(long, default_value = "cpu", value_parser = ["cpu"])]
+    pub backend: String,
+    /// Bytes per memory cell: 0 (contiguous per VM), 4 or 8.
+    #[arg(long, default_value_t = 0, value_parser = parse_interleave)]
+    pub interleave: u32,
+    /// Most 64 KiB pages a VM's memory may grow to.
+    #[arg(long = "max-memory", default_value_t = 256, value_name = "PAGES")]
+    pub max_memory: u32,
+    /// Call-stack words (8 bytes each) per VM for continuation frames.
+    #[arg(long, default_value_t = 1 << 16, value_name = "WORDS")]
+    pub stack_words: u32,
+    /// Most nested continuation calls per VM; deeper recursion traps with stack_overflow.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_call_depth: u32,
+    /// Most elements a table may grow to.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_table_elements: u32,
+    /// Worker threads of the cpu backend (default: one per core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+}
+
+impl FleetArgs {
+    /// Kernel options from the flags.
+    pub fn kernel(&self) -> KernelOptions {
+        KernelOptions {
+            interleave: self.interleave,
+            max_table_elements: self.max_table_elements,
+            ..KernelOptions::default()
+        }
+    }
+
+    /// Fleet settings for `num_vms` VMs.
+    pub fn fleet(&self, num_vms: u32) -> FleetConfig {
+        FleetConfig {
+            num_vms,
+            max_memory_pages: self.max_memory,
+            stack_words: self.stack_words,
+            max_call_depth: self.max_call_depth,
+        }
+    }
+
+    /// The selected backend.
+    pub fn backend(&self) -> anyhow::Result<std::sync::Arc<dyn warpvisor::backend::Backend>> {
+        Ok(std::sync::Arc::new(warpvisor::backend::cpu::CpuBackend::new(self.workers)?))
+    }
+}
+
+fn parse_interleave(s: &str) -> Result<u32, String> {
+    match s {
+        "0" => Ok(0),
+        "4" => Ok(4),
+        "8" => Ok(8),
+        _ => Err(format!("interleave must be 0, 4 or 8, not `{s}`")),
+    }
+}
+
+/// Reads a file, naming it in the error.
+pub fn read_file(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))
+}
+
+/// Parses the command line, runs the command, and returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                print!("{e}");
+                return 0;
+            }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                eprint!("{e}");
+                return 1;
+            }
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!("{first} (see warpvisor --help)");
+            return 1;
+        }
+    };
+    let result = match cli.command {
+        Command::Run(a) => run::run(a),
+        Command::Wast(a) => wast::run(a),
+        Command::Compile(a) => compile::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            let msg = format!("{e:#}");
+            eprintln!("error: {}", msg.replace('\n', " "));
+            1
+        }
+    }
+}

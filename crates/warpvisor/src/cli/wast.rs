@@ -1,0 +1,90 @@
+//! `warpvisor wast`: run spec-test scripts.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use clap::Args;
+
+use super::{read_file, FleetArgs};
+use warpvisor::wast::{run_script, ScriptReport, WastConfig};
+
+/// Arguments of `warpvisor wast`.
+#[derive(Args)]
+pub struct WastArgs {
+    /// Script files.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    fleet: FleetArgs,
+    /// Scripts run at the same time (default: one per core).
+    #[arg(long)]
+    parallel: Option<usize>,
+    /// Print every failure (by default the first 5 of each file).
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+pub fn run(args: WastArgs) -> anyhow::Result<i32> {
+    let mut fleet_args = args.fleet.clone();
+    // One VM per instance: spec scripts grow memory to ~800 pages.
+    fleet_args.max_memory = fleet_args.max_memory.max(1024);
+    fleet_args.workers = Some(1);
+    let config = WastConfig {
+        backend: fleet_args.backend()?,
+        kernel: fleet_args.kernel(),
+        fleet: fleet_args.fleet(1),
+    };
+    let mut scripts = Vec::new();
+    for f in &args.files {
+        let text = String::from_utf8(read_file(f)?)
+            .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", f.display()))?;
+        let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
+        scripts.push((name, text));
+    }
+    let next = Mutex::new(0usize);
+    let reports: Mutex<Vec<Option<ScriptReport>>> = Mutex::new(vec![None; scripts.len()]);
+    let threads = args
+        .parallel
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .clamp(1, scripts.len().max(1));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| loop {
+                let i = {
+                    let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
+                    let i = *n;
+                    *n += 1;
+                    i
+                };
+                let Some((name, text)) = scripts.get(i) else { break };
+                let report = run_script(name, text, &config);
+                reports.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(report);
+            });
+        }
+    });
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    for r in reports.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().flatten() {
+        println!(
+            "{}: {} passed, {} failed, {} skipped",
+            r.name,
+            r.passed,
+            r.failures.len(),
+            r.skips.len()
+        );
+        let shown = if args.verbose { usize::MAX } else { 5 };
+        for f in r.failures.iter().take(shown) {
+            println!("  FAIL {}:{f}", r.name);
+        }
+        if r.failures.len() > shown {
+            println!("  ... {} more failures (--verbose shows all)", r.failures.len() - shown);
+        }
+        for s in &r.skips {
+            println!("  skip {}:{s}", r.name);
+        }
+        passed += r.passed;
+        failed += r.failures.len();
+        skipped += r.skips.len();
+    }
+    println!("{passed} passed, {failed} failed, {skipped} skipped");
+    Ok(if failed > 0 { 1 } else { 0 })
+}

@@ -1,0 +1,71 @@
+//! Kernel dialects: the few lines that differ between host C, OpenCL C and CUDA C++.
+
+/// The language a kernel is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// Host C, compiled by the system C compiler for the `cpu` backend.
+    C,
+}
+
+const C_HEADER: &str = r#"
+/* ---- dialect: host C (cpu backend) ---- */
+#include <stdint.h>
+#include <math.h>
+#define WV_GLOBAL
+#define WV_CONST static const
+#define WV_FN static inline
+static inline uint32_t wv_f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
+static inline float wv_f32_from_bits(uint32_t x) { union { float f; uint32_t u; } c; c.u = x; return c.f; }
+static inline uint64_t wv_f64_bits(double x) { union { double f; uint64_t u; } c; c.f = x; return c.u; }
+static inline double wv_f64_from_bits(uint64_t x) { union { double f; uint64_t u; } c; c.u = x; return c.f; }
+#define wv_clz32(x) ((x) ? (uint32_t)__builtin_clz(x) : 32u)
+#define wv_ctz32(x) ((x) ? (uint32_t)__builtin_ctz(x) : 32u)
+#define wv_popcnt32(x) ((uint32_t)__builtin_popcount(x))
+#define wv_clz64(x) ((x) ? (uint64_t)__builtin_clzll(x) : 64u)
+#define wv_ctz64(x) ((x) ? (uint64_t)__builtin_ctzll(x) : 64u)
+#define wv_popcnt64(x) ((uint64_t)__builtin_popcountll(x))
+#define wv_f32_ceil(x) ceilf(x)
+#define wv_f32_floor(x) floorf(x)
+#define wv_f32_trunc(x) truncf(x)
+#define wv_f32_nearest(x) nearbyintf(x)
+#define wv_f32_sqrt(x) sqrtf(x)
+#define wv_f64_ceil(x) ceil(x)
+#define wv_f64_floor(x) floor(x)
+#define wv_f64_trunc(x) trunc(x)
+#define wv_f64_nearest(x) nearbyint(x)
+#define wv_f64_sqrt(x) sqrt(x)
+#define wv_f32_convert_u64(x) ((float)(uint64_t)(x))
+#define wv_f64_convert_u64(x) ((double)(uint64_t)(x))
+"#;
+
+const C_ENTRY: &str = r#"
+/* ---- launch entry: runs VMs first, first + step, ... below end that are running ---- */
+void wv_launch(wv_fleet *f, uint32_t first, uint32_t end, uint32_t step) {
+  for (uint32_t vm = first; vm < end; vm += step)
+    if (f->vms[vm].status == WV_RUNNING) wv_trampoline(f, vm);
+}
+"#;
+
+impl Dialect {
+    /// Definitions that precede the module constants and the prelude.
+    pub fn header(self) -> &'static str {
+        match self {
+            Dialect::C => C_HEADER,
+        }
+    }
+
+    /// The kernel entry point that follows the trampoline.
+    pub fn entry(self) -> &'static str {
+        match self {
+            Dialect::C => C_ENTRY,
+        }
+    }
+
+    /// Name used on the command line and in cache keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::C => "c",
+        }
+    }
+}

@@ -1,0 +1,796 @@
+//! Translation of one function body into C.
+//!
+//! The operand stack becomes C variables named by depth and type (`s3_i32`), locals become
+//! `l0`, `l1`, ...; structured control flow becomes labels and `goto`s. A *fastcall* is a plain
+//! C function. A function that can yield is written in continuation-passing style: its frame
+//! lives on the VM's call stack, every call to a yielding function saves the live values,
+//! pushes the callee's frame and returns to the trampoline, and a `switch` on the frame's
+//! resume point jumps back after the call.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use wasmparser::{BlockType, Operator, ValType};
+
+use super::numeric;
+use super::{c_type, slot_suffix, tuple_name, CodegenError, ModuleContext};
+use crate::analysis::Liveness;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CtrlKind {
+    Function,
+    Block,
+    Loop,
+    If,
+}
+
+#[derive(Debug, Clone)]
+struct Ctrl {
+    kind: CtrlKind,
+    label: u32,
+    /// Operand stack height below the construct's parameters.
+    height: usize,
+    params: Vec<ValType>,
+    results: Vec<ValType>,
+    /// The rest of the construct cannot be reached.
+    unreachable: bool,
+    had_else: bool,
+    /// The whole construct lies in unreachable code: nothing of it is emitted.
+    dead: bool,
+}
+
+/// Emits the C function(s) for function `func`.
+pub(super) struct FunctionEmitter<'m, 'a> {
+    ctx: &'m ModuleContext<'m, 'a>,
+    func: u32,
+    cps: bool,
+    results: Vec<ValType>,
+    locals: Vec<ValType>,
+    stack: Vec<ValType>,
+    ctrl: Vec<Ctrl>,
+    body: String,
+    slots: BTreeSet<(usize, &'static str)>,
+    next_label: u32,
+    resume_points: u32,
+    saved_words: usize,
+    liveness: Option<Liveness>,
+    op_index: usize,
+    uses_callee: bool,
+}
+
+impl<'m, 'a> FunctionEmitter<'m, 'a> {
+    pub(super) fn new(ctx: &'m ModuleContext<'m, 'a>, func: u32) -> Self {
+        let ty = ctx.module.func_type(func);
+        let mut locals: Vec<ValType> = ty.params().to_vec();
+        if let Some(body) = ctx.module.body(func) {
+            locals.extend(&body.locals);
+        }
+        FunctionEmitter {
+            ctx,
+            func,
+            cps: ctx.graph.yields[func as usize],
+            results: ty.results().to_vec(),
+            locals,
+            stack: Vec::new(),
+            ctrl: Vec::new(),
+            body: String::new(),
+            slots: BTreeSet::new(),
+            next_label: 0,
+            resume_points: 0,
+            saved_words: ty.params().len(),
+            liveness: None,
+            op_index: 0,
+            uses_callee: false,
+        }
+    }
+
+    /// Translates the body and returns the complete C definition.
+    pub(super) fn emit(mut self) -> Result<String, CodegenError> {
+        let body = self.ctx.module.body(self.func).ok_or_else(|| CodegenError::Internal {
+            function: self.ctx.module.func_display_name(self.func),
+            message: "no body".into(),
+        })?;
+        if self.cps {
+            self.liveness = Some(Liveness::new(&body.ops, self.locals.len()));
+        }
+        self.ctrl.push(Ctrl {
+            kind: CtrlKind::Function,
+            label: 0,
+            height: 0,
+            params: vec![],
+            results: self.results.clone(),
+            unreachable: false,
+            had_else: false,
+            dead: false,
+        });
+        self.next_label = 1;
+        for (i, op) in body.ops.iter().enumerate() {
+            self.op_index = i;
+            self.operator(op)?;
+        }
+        Ok(self.finish())
+    }
+
+    fn internal(&self, message: impl Into<String>) -> CodegenError {
+        CodegenError::Internal {
+            function: self.ctx.module.func_display_name(self.func),
+            message: message.into(),
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        let depth = self.ctrl.len();
+        for _ in 0..depth {
+            self.body.push_str("  ");
+        }
+        self.body.push_str(text);
+        self.body.push('\n');
+    }
+
+    fn slot(&mut self, pos: usize, ty: ValType) -> String {
+        let suffix = slot_suffix(ty);
+        self.slots.insert((pos, suffix));
+        format!("s{pos}_{suffix}")
+    }
+
+    fn push(&mut self, ty: ValType) -> String {
+        let pos = self.stack.len();
+        self.stack.push(ty);
+        self.slot(pos, ty)
+    }
+
+    fn pop(&mut self) -> Result<String, CodegenError> {
+        let ty = self.stack.pop().ok_or_else(|| self.internal("operand stack underflow"))?;
+        let pos = self.stack.len();
+        Ok(self.slot(pos, ty))
+    }
+
+    fn top_slots(&mut self, n: usize) -> Vec<String> {
+        let base = self.stack.len() - n;
+        (base..self.stack.len())
+            .map(|p| {
+                let ty = self.stack[p];
+                self.slot(p, ty)
+            })
+            .collect()
+    }
+
+    fn block_type(&self, bt: &BlockType) -> (Vec<ValType>, Vec<ValType>) {
+        match bt {
+            BlockType::Empty => (vec![], vec![]),
+            BlockType::Type(t) => (vec![], vec![*t]),
+            BlockType::FuncType(i) => {
+                let ft = &self.ctx.module.types[*i as usize];
+                (ft.params().to_vec(), ft.results().to_vec())
+            }
+        }
+    }
+
+    fn open(&mut self, kind: CtrlKind, bt: &BlockType, dead: bool) -> u32 {
+        let (params, results) = self.block_type(bt);
+        let label = self.next_label;
+        self.next_label += 1;
+        let height = self.stack.len().saturating_sub(params.len());
+        self.ctrl.push(Ctrl {
+            kind,
+            label,
+            height,
+            params,
+            results,
+            unreachable: dead,
+            had_else: false,
+            dead,
+        });
+        label
+    }
+
+    fn set_unreachable(&mut self) {
+        if let Some(c) = self.ctrl.last_mut() {
+            c.unreachable = true;
+            let h = c.height;
+            self.stack.truncate(h);
+        }
+    }
+
+    /// Copies the values a branch to `depth` carries into the target's slots and jumps.
+    fn branch_code(&mut self, depth: u32) -> Result<String, CodegenError> {
+        let idx = self
+            .ctrl
+            .len()
+            .checked_sub(1 + depth as usize)
+            .ok_or_else(|| self.internal("branch depth out of range"))?;
+        let target = self.ctrl[idx].clone();
+        if target.kind == CtrlKind::Function {
+            return self.return_code();
+        }
+        let carried = if target.kind == CtrlKind::Loop {
+            &target.params
+        } else {
+            &target.results
+        };
+        let n = carried.len();
+        let mut code = String::new();
+        let src_base = self.stack.len() - n;
+        for k in 0..n {
+            let (src, dst) = (src_base + k, target.height + k);
+            if src != dst {
+                let ty = self.stack[src];
+                let d = self.slot(dst, ty);
+                let s = self.slot(src, ty);
+                let _ = write!(code, "{d} = {s}; ");
+            }
+        }
+        let label = if target.kind == CtrlKind::Loop {
+            format!("L{}_top", target.label)
+        } else {
+            format!("L{}_end", target.label)
+        };
+        let _ = write!(code, "goto {label};");
+        Ok(code)
+    }
+
+    /// Returns the top values as the function's results.
+    fn return_code(&mut self) -> Result<String, CodegenError> {
+        let n = self.results.len();
+        if self.stack.len() < n {
+            return Err(self.internal("missing results at return"));
+        }
+        let values = self.top_slots(n);
+        let mut code = String::new();
+        if self.cps {
+            for (k, (v, ty)) in values.iter().zip(self.results.clone()).enumerate() {
+                let _ = write!(code, "WV_RET({k}) = wv_enc_{}({v}); ", slot_suffix(ty));
+            }
+            code.push_str("wv_pop_frame(f, vm, fp); return;");
+        } else {
+            match n {
+                0 => code.push_str("return;"),
+                1 => {
+                    let _ = write!(code, "return {};", values[0]);
+                }
+                _ => {
+                    let _ = write!(code, "{{ {} r_; ", tuple_name(&self.results));
+                    for (k, v) in values.iter().enumerate() {
+                        let _ = write!(code, "r_.v{k} = {v}; ");
+                    }
+                    code.push_str("return r_; }");
+                }
+            }
+        }
+        Ok(code)
+    }
+
+    fn operator(&mut self, op: &Operator<'_>) -> Result<(), CodegenError> {
+        use Operator as O;
+        let dead = self.ctrl.last().is_some_and(|c| c.unreachable);
+        if dead {
+            match op {
+                O::Block { blockty } | O::Loop { blockty } | O::If { blockty } => {
+                    self.open(CtrlKind::Block, blockty, true);
+                    return Ok(());
+                }
+                O::Else | O::End => {}
+                _ => return Ok(()),
+            }
+        }
+        match op {
+            O::Nop => {}
+            O::Unreachable => {
+                self.line("WV_TRAP(WV_TRAP_UNREACHABLE); /* unreachable */");
+                self.set_unreachable();
+            }
+            O::Block { blockty } => {
+                self.open(CtrlKind::Block, blockty, false);
+            }
+            O::Loop { blockty } => {
+                let label = self.open(CtrlKind::Loop, blockty, false);
+                self.body.push_str(&format!("L{label}_top:; /* loop */\n"));
+            }
+            O::If { blockty } => {
+                let cond = self.pop()?;
+                let label = self.open(CtrlKind::If, blockty, false);
+                self.line(&format!("if (!{cond}) goto L{label}_else; /* if */"));
+            }
+            O::Else => {
+                let c = self.ctrl.last().cloned().ok_or_else(|| self.internal("else"))?;
+                if c.dead {
+                    return Ok(());
+                }
+                if !c.unreachable {
+                    self.line(&format!("goto L{}_end;", c.label));
+                }
+                self.body.push_str(&format!("L{}_else:; /* else */\n", c.label));
+                self.stack.truncate(c.height);
+                self.stack.extend(&c.params);
+                if let Some(top) = self.ctrl.last_mut() {
+                    top.unreachable = false;
+                    top.had_else = true;
+                }
+            }
+            O::End => self.end()?,
+            O::Br { relative_depth } => {
+                let code = self.branch_code(*relative_depth)?;
+                self.line(&format!("{code} /* br {relative_depth} */"));
+                self.set_unreachable();
+            }
+            O::BrIf { relative_depth } => {
+                let cond = self.pop()?;
+                let code = self.branch_code(*relative_depth)?;
+                self.line(&format!("if ({cond}) {{ {code} }} /* br_if {relative_depth} */"));
+            }
+            O::BrTable { targets } => {
+                let index = self.pop()?;
+                let mut code = format!("switch ({index}) {{ /* br_table */\n");
+                for (k, depth) in targets.targets().enumerate() {
+                    let depth = depth.map_err(|e| self.internal(e.to_string()))?;
+                    let b = self.branch_code(depth)?;
+                    let _ = writeln!(code, "  case {k}u: {b}");
+                }
+                let b = self.branch_code(targets.default())?;
+                let _ = write!(code, "  default: {b}\n}}");
+                for l in code.lines().map(str::to_string).collect::<Vec<_>>() {
+                    self.line(&l);
+                }
+                self.set_unreachable();
+            }
+            O::Return => {
+                let code = self.return_code()?;
+                self.line(&format!("{code} /* return */"));
+                self.set_unreachable();
+            }
+            O::Drop => {
+                self.pop()?;
+            }
+            O::Select | O::TypedSelect { .. } | O::TypedSelectMulti { .. } => {
+                let c = self.pop()?;
+                let ty = *self.stack.last().ok_or_else(|| self.internal("select operand"))?;
+                let b = self.pop()?;
+                let a = self.pop()?;
+                let d = self.push(ty);
+                self.line(&format!("{d} = {c} ? {a} : {b}; /* select */"));
+            }
+            O::LocalGet { local_index } => {
+                let ty = self.local_type(*local_index)?;
+                let d = self.push(ty);
+                self.line(&format!("{d} = l{local_index}; /* local.get */"));
+            }
+            O::LocalSet { local_index } => {
+                let s = self.pop()?;
+                self.line(&format!("l{local_index} = {s}; /* local.set */"));
+            }
+            O::LocalTee { local_index } => {
+                let top = self.top_slots(1).remove(0);
+                self.line(&format!("l{local_index} = {top}; /* local.tee */"));
+            }
+            O::GlobalGet { global_index } => {
+                let ty = self.global_type(*global_index)?;
+                let d = self.push(ty);
+                let sfx = slot_suffix(ty);
+                self.line(&format!("{d} = wv_dec_{sfx}(WV_GLB({global_index})); /* global.get */"));
+            }
+            O::GlobalSet { global_index } => {
+                let ty = self.global_type(*global_index)?;
+                let s = self.pop()?;
+                let sfx = slot_suffix(ty);
+                self.line(&format!("WV_GLB({global_index}) = wv_enc_{sfx}({s}); /* global.set */"));
+            }
+            O::Call { function_index } => self.call(*function_index)?,
+            O::CallIndirect {
+                type_index,
+                table_index,
+            } => self.call_indirect(*type_index, *table_index)?,
+            O::RefNull { .. } => {
+                let d = self.push(ValType::FUNCREF);
+                self.line(&format!("{d} = WV_NULL_REF; /* ref.null */"));
+            }
+            O::RefIsNull => {
+                let s = self.pop()?;
+                let d = self.push(ValType::I32);
+                self.line(&format!("{d} = {s} == WV_NULL_REF; /* ref.is_null */"));
+            }
+            O::RefFunc { function_index } => {
+                let d = self.push(ValType::FUNCREF);
+                self.line(&format!("{d} = {function_index}u; /* ref.func */"));
+            }
+            O::TableGet { table } => {
+                let i = self.pop()?;
+                let d = self.push(ValType::FUNCREF);
+                self.line(&format!("WV_CHECK(wv_table_get(f, vm, {table}, {i}, &{d})); /* table.get */"));
+            }
+            O::TableSet { table } => {
+                let r = self.pop()?;
+                let i = self.pop()?;
+                self.line(&format!("WV_CHECK(wv_table_set(f, vm, {table}, {i}, {r})); /* table.set */"));
+            }
+            O::TableSize { table } => {
+                let d = self.push(ValType::I32);
+                self.line(&format!("{d} = WV_TABLE_SIZE({table}); /* table.size */"));
+            }
+            O::TableGrow { table } => {
+                let n = self.pop()?;
+                let r = self.pop()?;
+                let d = self.push(ValType::I32);
+                self.line(&format!("{d} = wv_table_grow(f, vm, {table}, {r}, {n}); /* table.grow */"));
+            }
+            O::TableFill { table } => {
+                let n = self.pop()?;
+                let r = self.pop()?;
+                let i = self.pop()?;
+                self.line(&format!("WV_CHECK(wv_table_fill(f, vm, {table}, {i}, {r}, {n})); /* table.fill */"));
+            }
+            O::TableCopy {
+                dst_table,
+                src_table,
+            } => {
+                let n = self.pop()?;
+                let s = self.pop()?;
+                let d = self.pop()?;
+                self.line(&format!(
+                    "WV_CHECK(wv_table_copy(f, vm, {dst_table}, {src_table}, {d}, {s}, {n})); /* table.copy */"
+                ));
+            }
+            O::TableInit { elem_index, table } => {
+                let n = self.pop()?;
+                let s = self.pop()?;
+                let d = self.pop()?;
+                self.line(&format!(
+                    "WV_CHECK(wv_table_init(f, vm, {table}, {elem_index}, {d}, {s}, {n})); /* table.init */"
+                ));
+            }
+            O::ElemDrop { elem_index } => {
+                self.line(&format!("WV_DROPPED(WV_NUM_DATAS + {elem_index}) = 1; /* elem.drop */"));
+            }
+            O::MemoryInit { data_index, .. } => {
+                let n = self.pop()?;
+                let s = self.pop()?;
+                let d = self.pop()?;
+                self.line(&format!(
+                    "WV_CHECK(wv_memory_init(f, vm, {data_index}, {d}, {s}, {n})); /* memory.init */"
+                ));
+            }
+            O::DataDrop { data_index } => {
+                self.line(&format!("WV_DROPPED({data_index}) = 1; /* data.drop */"));
+            }
+            O::MemoryCopy { .. } => {
+                let n = self.pop()?;
+                let s = self.pop()?;
+                let d = self.pop()?;
+                self.line(&format!("WV_CHECK(wv_memory_copy(f, vm, {d}, {s}, {n})); /* memory.copy */"));
+            }
+            O::MemoryFill { .. } => {
+                let n = self.pop()?;
+                let val = self.pop()?;
+                let d = self.pop()?;
+                self.line(&format!("WV_CHECK(wv_memory_fill(f, vm, {d}, {val}, {n})); /* memory.fill */"));
+            }
+            other => {
+                let tpl = numeric::template(other).ok_or_else(|| CodegenError::Unsupported {
+                    function: self.ctx.module.func_display_name(self.func),
+                    operator: format!("{other:?}"),
+                })?;
+                let mut operands = Vec::new();
+                for _ in tpl.inputs {
+                    operands.push(self.pop()?);
+                }
+                operands.reverse();
+                let mut text = tpl.text.clone();
+                for (k, o) in operands.iter().enumerate() {
+                    text = text.replace(&format!("${k}"), o);
+                }
+                if let Some(out) = tpl.output {
+                    let d = self.push(out);
+                    text = text.replace("$d", &d);
+                }
+                let name = operator_name(other);
+                self.line(&format!("{text} /* {name} */"));
+            }
+        }
+        Ok(())
+    }
+
+    fn local_type(&self, index: u32) -> Result<ValType, CodegenError> {
+        self.locals
+            .get(index as usize)
+            .copied()
+            .ok_or_else(|| self.internal("local index"))
+    }
+
+    fn global_type(&self, index: u32) -> Result<ValType, CodegenError> {
+        self.ctx
+            .module
+            .globals
+            .get(index as usize)
+            .map(|g| g.ty)
+            .ok_or_else(|| self.internal("global index"))
+    }
+
+    fn end(&mut self) -> Result<(), CodegenError> {
+        let c = self.ctrl.pop().ok_or_else(|| self.internal("unbalanced end"))?;
+        if c.dead {
+            return Ok(());
+        }
+        if c.kind == CtrlKind::Function {
+            if !c.unreachable {
+                self.stack.truncate(c.height + c.results.len());
+                let code = self.return_code()?;
+                self.line(&code);
+            }
+            return Ok(());
+        }
+        if c.kind == CtrlKind::If && !c.had_else {
+            self.body.push_str(&format!("L{}_else:;\n", c.label));
+        }
+        if c.kind != CtrlKind::Loop {
+            self.body.push_str(&format!("L{}_end:; /* end */\n", c.label));
+        }
+        self.stack.truncate(c.height);
+        self.stack.extend(&c.results);
+        Ok(())
+    }
+
+    fn call_args(&mut self, params: &[ValType]) -> Vec<String> {
+        let mut args = Vec::new();
+        for _ in params {
+            // Types are known from the signature; positions from the stack.
+            if let Ok(a) = self.pop() {
+                args.push(a);
+            }
+        }
+        args.reverse();
+        args
+    }
+
+    /// A direct call of a fastcall: a plain C call.
+    fn fastcall(&mut self, callee: u32, args: &[String], results: &[ValType]) -> String {
+        let mut call = format!("wv_f{callee}(f, vm");
+        for a in args {
+            call.push_str(", ");
+            call.push_str(a);
+        }
+        call.push(')');
+        match results.len() {
+            0 => format!("{call};"),
+            1 => {
+                let d = self.push(results[0]);
+                format!("{d} = {call};")
+            }
+            _ => {
+                let mut code = format!("{{ {} r_ = {call}; ", tuple_name(results));
+                for (k, ty) in results.iter().enumerate() {
+                    let d = self.push(*ty);
+                    let _ = write!(code, "{d} = r_.v{k}; ");
+                }
+                code.push('}');
+                code
+            }
+        }
+    }
+
+    fn call(&mut self, callee: u32) -> Result<(), CodegenError> {
+        let ty = self.ctx.module.func_type(callee).clone();
+        let name = self.ctx.module.func_display_name(callee);
+        let comment = format!("/* call {} */", sanitize_comment(&name));
+        if !self.ctx.graph.yields[callee as usize] {
+            let args = self.call_args(ty.params());
+            let code = self.fastcall(callee, &args, ty.results());
+            self.line(&format!("{code} WV_AFTER_CALL(); {comment}"));
+            return Ok(());
+        }
+        if !self.cps {
+            return Err(self.internal("fastcall calls a yielding function"));
+        }
+        self.yield_call(&callee.to_string(), ty.params(), ty.results(), &comment)
+    }
+
+    fn call_indirect(&mut self, type_index: u32, table: u32) -> Result<(), CodegenError> {
+        let ty = self.ctx.module.types[type_index as usize].clone();
+        let sig = self.ctx.sigs.of_type[type_index as usize];
+        let index = self.pop()?;
+        self.uses_callee = true;
+        self.line(&format!(
+            "WV_CHECK(wv_table_func(f, vm, {table}, {index}, {sig}, &callee)); /* call_indirect (type {type_index}) */"
+        ));
+        if self.cps {
+            return self.yield_call("callee", ty.params(), ty.results(), "/* call_indirect */");
+        }
+        let targets = self.ctx.graph.indirect_targets(self.ctx.module, self.ctx.sigs, sig);
+        let args = self.call_args(ty.params());
+        let base = self.stack.len();
+        let mut code = String::from("switch (callee) {\n");
+        for t in targets {
+            self.stack.truncate(base);
+            let c = self.fastcall(t, &args, ty.results());
+            let _ = writeln!(code, "  case {t}u: {c} break;");
+        }
+        code.push_str("  default: WV_TRAP(WV_TRAP_BAD_SIGNATURE);\n} WV_AFTER_CALL();");
+        self.stack.truncate(base);
+        self.stack.extend(ty.results());
+        for l in code.lines().map(str::to_string).collect::<Vec<_>>() {
+            self.line(&l);
+        }
+        Ok(())
+    }
+
+    /// A call that goes through the trampoline: save live state, push the callee's frame,
+    /// return; resume here when the callee returns.
+    fn yield_call(
+        &mut self,
+        fid: &str,
+        params: &[ValType],
+        results: &[ValType],
+        comment: &str,
+    ) -> Result<(), CodegenError> {
+        let args = self.call_args(params);
+        let base = self.stack.len();
+        self.resume_points += 1;
+        let k = self.resume_points;
+        let mut save = String::new();
+        let mut restore = String::new();
+        let mut word = 0usize;
+        for pos in 0..base {
+            let ty = self.stack[pos];
+            let s = self.slot(pos, ty);
+            let sfx = slot_suffix(ty);
+            let _ = write!(save, "WV_STK(fp + {}) = wv_enc_{sfx}({s}); ", 3 + word);
+            let _ = write!(restore, "{s} = wv_dec_{sfx}(WV_STK(fp + {})); ", 3 + word);
+            word += 1;
+        }
+        for l in 0..self.locals.len() as u32 {
+            let live = self
+                .liveness
+                .as_ref()
+                .is_none_or(|lv| lv.live_after(self.op_index, l));
+            if live {
+                let sfx = slot_suffix(self.locals[l as usize]);
+                let _ = write!(save, "WV_STK(fp + {}) = wv_enc_{sfx}(l{l}); ", 3 + word);
+                let _ = write!(restore, "l{l} = wv_dec_{sfx}(WV_STK(fp + {})); ", 3 + word);
+                word += 1;
+            }
+        }
+        self.saved_words = self.saved_words.max(word);
+        self.line(&format!("{comment} /* yield point {k} */"));
+        if !save.is_empty() {
+            self.line(save.trim_end());
+        }
+        self.line(&format!(
+            "WV_STK(fp + 2) = {k}; WV_PUSH_FRAME(nfp, @FRAME@, {fid}, {});",
+            args.len()
+        ));
+        let mut pass = String::new();
+        for (i, (a, ty)) in args.iter().zip(params).enumerate() {
+            let _ = write!(pass, "WV_STK(nfp + {}) = wv_enc_{}({a}); ", 3 + i, slot_suffix(*ty));
+        }
+        self.line(&format!("{pass}WV_ENTER(nfp); return;"));
+        self.body.push_str(&format!("wv_resume_{k}:;\n"));
+        if !restore.is_empty() {
+            self.line(restore.trim_end());
+        }
+        let mut fetch = String::new();
+        for (i, ty) in results.iter().enumerate() {
+            let d = self.push(*ty);
+            let _ = write!(fetch, "{d} = wv_dec_{}(WV_RET({i})); ", slot_suffix(*ty));
+        }
+        self.line(&format!("{fetch}msz = WV_MEM_BYTES();"));
+        Ok(())
+    }
+
+    /// Assembles declarations, the resume switch and the body.
+    fn finish(self) -> String {
+        let m = self.ctx.module;
+        let ty = m.func_type(self.func);
+        let params = ty.params();
+        let name = sanitize_comment(&m.func_display_name(self.func));
+        let mut out = String::new();
+        let sig = format!(
+            "({}) -> ({})",
+            params.iter().map(|t| slot_suffix(*t)).collect::<Vec<_>>().join(", "),
+            self.results.iter().map(|t| slot_suffix(*t)).collect::<Vec<_>>().join(", ")
+        );
+        let frame_words = 3 + self.saved_words.max(params.len());
+        if self.cps {
+            let _ = writeln!(
+                out,
+                "/* func {} \"{name}\" {sig}: continuation, frame of {frame_words} words */",
+                self.func
+            );
+            let _ = writeln!(out, "static void wv_k{}(wv_fleet *f, uint32_t vm) {{", self.func);
+        } else {
+            let _ = writeln!(out, "/* func {} \"{name}\" {sig}: fastcall */", self.func);
+            let _ = writeln!(out, "{} {{", fastcall_signature(self.ctx, self.func));
+        }
+        out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
+        out.push_str("  uint64_t msz = WV_MEM_BYTES();\n");
+        if self.cps {
+            out.push_str("  uint32_t fp = v->fp, nfp = 0;\n");
+        }
+        if self.uses_callee {
+            out.push_str("  uint32_t callee = 0;\n");
+        }
+        let first_local = if self.cps { 0 } else { params.len() };
+        for (i, t) in self.locals.iter().enumerate().skip(first_local) {
+            let _ = writeln!(out, "  {} l{i} = 0;", c_type(*t));
+        }
+        for (pos, sfx) in &self.slots {
+            let _ = writeln!(out, "  {} s{pos}_{sfx};", suffix_c_type(sfx));
+        }
+        if self.cps {
+            out.push_str("  switch ((uint32_t)WV_STK(fp + 2)) {\n    case 0: break;\n");
+            for k in 1..=self.resume_points {
+                let _ = writeln!(out, "    case {k}: goto wv_resume_{k};");
+            }
+            out.push_str("    default: WV_TRAP(WV_TRAP_UNREACHABLE);\n  }\n");
+            let _ = writeln!(
+                out,
+                "  if ((uint64_t)fp + {frame_words} > f->stack_words) WV_TRAP(WV_TRAP_STACK_OVERFLOW);"
+            );
+            for (i, t) in params.iter().enumerate() {
+                let _ = writeln!(out, "  l{i} = wv_dec_{}(WV_STK(fp + {}));", slot_suffix(*t), 3 + i);
+            }
+        }
+        out.push_str(&self.body.replace("@FRAME@", &frame_words.to_string()));
+        out.push_str("wv_unwind:\n");
+        if self.cps {
+            out.push_str("  return;\n");
+        } else {
+            match self.results.len() {
+                0 => out.push_str("  return;\n"),
+                1 => out.push_str("  return 0;\n"),
+                _ => {
+                    let _ = writeln!(out, "  {{ {} r_ = {{0}}; return r_; }}", tuple_name(&self.results));
+                }
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+}
+
+/// `static RET wv_fN(wv_fleet *f, uint32_t vm, T0 l0, ...)` for fastcall `func`.
+pub(super) fn fastcall_signature(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
+    let ty = ctx.module.func_type(func);
+    let ret = match ty.results().len() {
+        0 => "void".to_string(),
+        1 => c_type(ty.results()[0]).to_string(),
+        _ => tuple_name(ty.results()),
+    };
+    let mut s = format!("static {ret} wv_f{func}(wv_fleet *f, uint32_t vm");
+    for (i, p) in ty.params().iter().enumerate() {
+        let _ = write!(s, ", {} l{i}", c_type(*p));
+    }
+    s.push(')');
+    s
+}
+
+fn suffix_c_type(sfx: &str) -> &'static str {
+    match sfx {
+        "i32" => "uint32_t",
+        "i64" => "uint64_t",
+        "f32" => "float",
+        "f64" => "double",
+        _ => "uint32_t",
+    }
+}
+
+/// Makes a name safe inside a C comment.
+pub(super) fn sanitize_comment(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+        .collect::<String>()
+        .replace("*/", "*?")
+        .replace("/*", "?*")
+}
+
+/// The operator's WebAssembly text name, for comments.
+fn operator_name(op: &Operator<'_>) -> String {
+    let dbg = format!("{op:?}");
+    let head = dbg.split([' ', '{', '(']).next().unwrap_or("");
+    // CamelCase → snake.dot form: I32Add → i32.add
+    let mut out = String::new();
+    for (i, ch) in head.chars().enumerate() {
+        if ch.is_ascii_uppercase() && i > 0 {
+            out.push(if out.len() == 3 && out.starts_with(['i', 'f']) { '.' } else { '_' });
+        }
+        out.push(ch.to_ascii_lowercase());
+    }
+    out
+}

@@ -1,0 +1,375 @@
+/* ---- warpvisor kernel prelude -------------------------------------------------------------
+ * The runtime every generated kernel shares: fleet state, the memory layout, traps, and one
+ * named helper per WebAssembly operator whose semantics C does not give directly.
+ * The emitter defines WV_INTERLEAVE, WV_NUM_GLOBALS, WV_NUM_TABLES, WV_TABLE_WORDS,
+ * WV_NUM_SEGMENTS, WV_RET_WORDS and WV_HAS_MEMORY before including it, and the dialect block
+ * (WV_GLOBAL, WV_CONST, WV_FN, wv_f32_bits, ...) for its target language. */
+
+/* VM status, mirrored by vmm::state::VmStatus. */
+#define WV_RUNNING 0u
+#define WV_DONE 1u
+#define WV_TRAPPED 2u
+#define WV_HYPERCALL 3u
+
+/* Trap kinds, mirrored by vmm::TrapKind. */
+#define WV_TRAP_UNREACHABLE 1u
+#define WV_TRAP_MEMORY_OOB 2u
+#define WV_TRAP_TABLE_OOB 3u
+#define WV_TRAP_INDIRECT_NULL 4u
+#define WV_TRAP_BAD_SIGNATURE 5u
+#define WV_TRAP_INT_OVERFLOW 6u
+#define WV_TRAP_INT_DIV_ZERO 7u
+#define WV_TRAP_BAD_CONVERSION 8u
+#define WV_TRAP_STACK_OVERFLOW 9u
+#define WV_TRAP_NULL_REFERENCE 10u
+
+/* A null reference (funcref or externref); references are 32-bit. */
+#define WV_NULL_REF 0xffffffffu
+/* The saved-frame link of a fleet entry frame: there is no caller to return to. */
+#define WV_NO_FRAME 0xffffffffu
+/* Words of a frame header: caller's frame, function id, resume point. */
+#define WV_FRAME_HEADER 3u
+
+/* Control state of one VM (24 bytes), mirrored by vmm::state::VmControl. */
+typedef struct {
+  uint32_t status;    /* WV_RUNNING, WV_DONE, WV_TRAPPED or WV_HYPERCALL */
+  uint32_t trap;      /* trap kind when WV_TRAPPED */
+  uint32_t fp;        /* stack word of the current frame */
+  uint32_t depth;     /* frames on the call stack */
+  uint32_t hypercall; /* import index when WV_HYPERCALL */
+  uint32_t pad;
+} wv_vm;
+
+/* The fleet: every VM's state, laid out by layout::FleetLayout (mirrored as vmm::FleetAbi). */
+typedef struct {
+  WV_GLOBAL uint8_t *mem;         /* linear memories, interleaved by WV_INTERLEAVE */
+  WV_GLOBAL uint32_t *mem_pages;  /* [vm] current memory size in pages */
+  WV_GLOBAL uint64_t *globals;    /* globals as 64-bit words */
+  WV_GLOBAL uint32_t *tables;     /* [vm][WV_TABLE_WORDS] table elements */
+  WV_GLOBAL uint32_t *table_sizes;/* [vm][table] current sizes */
+  WV_GLOBAL uint8_t *dropped;     /* [vm][segment] data then element segments dropped */
+  WV_GLOBAL uint8_t *data_blob;   /* bytes of every data segment */
+  WV_GLOBAL uint32_t *elem_blob;  /* references of every element segment */
+  WV_GLOBAL uint64_t *stack;      /* call stacks of continuation frames */
+  WV_GLOBAL uint64_t *ret;        /* [vm][WV_RET_WORDS] results of the last return */
+  WV_GLOBAL wv_vm *vms;           /* [vm] control state */
+  uint64_t mem_stride;            /* bytes reserved per VM (contiguous layout) */
+  uint32_t num_vms;
+  uint32_t max_pages;             /* per-VM page limit: module maximum and configured limit */
+  uint32_t stack_words;           /* call-stack words per VM */
+  uint32_t max_depth;             /* most frames per VM */
+} wv_fleet;
+
+/* ---- fleet layout: where each VM's words live ------------------------------------------- */
+#if WV_INTERLEAVE == 0
+#define WV_STK(i) f->stack[(uint64_t)vm * f->stack_words + (i)]
+#define WV_GLB(g) f->globals[(uint64_t)vm * WV_NUM_GLOBALS + (g)]
+#else
+/* Word-interleaved, so that adjacent VMs touch adjacent words. */
+#define WV_STK(i) f->stack[(uint64_t)(i) * f->num_vms + vm]
+#define WV_GLB(g) f->globals[(uint64_t)(g) * f->num_vms + vm]
+#endif
+#define WV_RET(k) f->ret[(uint64_t)vm * WV_RET_WORDS + (k)]
+#define WV_TABLE(t, i) f->tables[(uint64_t)vm * WV_TABLE_WORDS + wv_table_base[t] + (i)]
+#define WV_TABLE_SIZE(t) f->table_sizes[(uint64_t)vm * WV_NUM_TABLES + (t)]
+#define WV_DROPPED(s) f->dropped[(uint64_t)vm * WV_NUM_SEGMENTS + (s)]
+#define WV_MEM_BYTES() ((uint64_t)f->mem_pages[vm] << 16)
+
+/* Byte address of memory offset `ea` of VM `vm` (DESIGN.md, decision 2). */
+WV_FN uint64_t wv_cell(const wv_fleet *f, uint32_t vm, uint64_t ea) {
+#if WV_INTERLEAVE == 0
+  return (uint64_t)vm * f->mem_stride + ea;
+#else
+  return (ea / WV_INTERLEAVE) * ((uint64_t)f->num_vms * WV_INTERLEAVE) + (uint64_t)vm * WV_INTERLEAVE +
+         ea % WV_INTERLEAVE;
+#endif
+}
+
+/* Reads `n` (1..8) little-endian bytes at `ea`; the caller has bounds-checked. */
+WV_FN uint64_t wv_read(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n) {
+  uint64_t v = 0;
+#if WV_INTERLEAVE == 0
+  WV_GLOBAL const uint8_t *p = f->mem + wv_cell(f, vm, ea);
+  for (uint32_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+#else
+  if (ea % WV_INTERLEAVE + n <= WV_INTERLEAVE) {
+    WV_GLOBAL const uint8_t *p = f->mem + wv_cell(f, vm, ea);
+    for (uint32_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+  } else {
+    for (uint32_t i = 0; i < n; i++) v |= (uint64_t)f->mem[wv_cell(f, vm, ea + i)] << (8 * i);
+  }
+#endif
+  return v;
+}
+
+/* Writes the `n` (1..8) low bytes of `v` at `ea`; the caller has bounds-checked. */
+WV_FN void wv_write(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n, uint64_t v) {
+#if WV_INTERLEAVE == 0
+  WV_GLOBAL uint8_t *p = f->mem + wv_cell(f, vm, ea);
+  for (uint32_t i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+#else
+  if (ea % WV_INTERLEAVE + n <= WV_INTERLEAVE) {
+    WV_GLOBAL uint8_t *p = f->mem + wv_cell(f, vm, ea);
+    for (uint32_t i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+  } else {
+    for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, ea + i)] = (uint8_t)(v >> (8 * i));
+  }
+#endif
+}
+
+/* ---- traps ------------------------------------------------------------------------------- */
+WV_FN void wv_trap(const wv_fleet *f, uint32_t vm, uint32_t kind) {
+  f->vms[vm].status = WV_TRAPPED;
+  f->vms[vm].trap = kind;
+}
+/* Every function body ends with the label `wv_unwind`, which returns to its caller. */
+#define WV_TRAP(k) do { wv_trap(f, vm, (k)); goto wv_unwind; } while (0)
+/* Traps with the kind a helper returned, if any (0 = no trap). */
+#define WV_CHECK(e) do { uint32_t k_ = (e); if (k_) WV_TRAP(k_); } while (0)
+/* After a call: stop if the callee trapped; the callee may have grown memory. */
+#define WV_AFTER_CALL() do { if (v->status != WV_RUNNING) goto wv_unwind; msz = WV_MEM_BYTES(); } while (0)
+
+/* ---- memory access ----------------------------------------------------------------------- */
+/* ea = addr + offset, trapping unless [ea, ea + width) lies in the VM's memory. */
+#define WV_LOAD(dst, conv, addr, offset, width) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
+  if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); dst = conv(wv_read(f, vm, ea_, (width))); } while (0)
+#define WV_STORE(addr, offset, width, value) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
+  if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); wv_write(f, vm, ea_, (width), (uint64_t)(value)); } while (0)
+
+#define wv_u8_s32(x) ((uint32_t)(int32_t)(int8_t)(x))
+#define wv_u16_s32(x) ((uint32_t)(int32_t)(int16_t)(x))
+#define wv_u8_s64(x) ((uint64_t)(int64_t)(int8_t)(x))
+#define wv_u16_s64(x) ((uint64_t)(int64_t)(int16_t)(x))
+#define wv_u32_s64(x) ((uint64_t)(int64_t)(int32_t)(x))
+#define wv_as_u32(x) ((uint32_t)(x))
+#define wv_as_u64(x) ((uint64_t)(x))
+#define wv_as_f32(x) wv_f32_from_bits((uint32_t)(x))
+#define wv_as_f64(x) wv_f64_from_bits((uint64_t)(x))
+
+WV_FN uint32_t wv_memory_grow(const wv_fleet *f, uint32_t vm, uint32_t delta) {
+  uint32_t old = f->mem_pages[vm];
+  if ((uint64_t)old + delta > f->max_pages) return 0xffffffffu;
+  f->mem_pages[vm] = old + delta;
+  return old;
+}
+
+WV_FN uint32_t wv_memory_fill(const wv_fleet *f, uint32_t vm, uint32_t d, uint32_t val, uint32_t n) {
+  if ((uint64_t)d + n > WV_MEM_BYTES()) return WV_TRAP_MEMORY_OOB;
+  for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = (uint8_t)val;
+  return 0;
+}
+
+WV_FN uint32_t wv_memory_copy(const wv_fleet *f, uint32_t vm, uint32_t d, uint32_t s, uint32_t n) {
+  uint64_t size = WV_MEM_BYTES();
+  if ((uint64_t)d + n > size || (uint64_t)s + n > size) return WV_TRAP_MEMORY_OOB;
+  if (d <= s) {
+    for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = f->mem[wv_cell(f, vm, (uint64_t)s + i)];
+  } else {
+    for (uint32_t i = n; i > 0; i--) f->mem[wv_cell(f, vm, (uint64_t)d + i - 1)] = f->mem[wv_cell(f, vm, (uint64_t)s + i - 1)];
+  }
+  return 0;
+}
+
+WV_FN uint32_t wv_memory_init(const wv_fleet *f, uint32_t vm, uint32_t seg, uint32_t d, uint32_t s, uint32_t n) {
+  uint64_t len = WV_DROPPED(seg) ? 0 : wv_data_len[seg];
+  if ((uint64_t)s + n > len || (uint64_t)d + n > WV_MEM_BYTES()) return WV_TRAP_MEMORY_OOB;
+  for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = f->data_blob[wv_data_base[seg] + s + i];
+  return 0;
+}
+
+/* ---- tables ------------------------------------------------------------------------------ */
+WV_FN uint32_t wv_table_get(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_t i, uint32_t *out) {
+  if (i >= WV_TABLE_SIZE(t)) return WV_TRAP_TABLE_OOB;
+  *out = WV_TABLE(t, i);
+  return 0;
+}
+
+WV_FN uint32_t wv_table_set(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_t i, uint32_t r) {
+  if (i >= WV_TABLE_SIZE(t)) return WV_TRAP_TABLE_OOB;
+  WV_TABLE(t, i) = r;
+  return 0;
+}
+
+WV_FN uint32_t wv_table_grow(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_t init, uint32_t delta) {
+  uint32_t old = WV_TABLE_SIZE(t);
+  if ((uint64_t)old + delta > wv_table_cap[t]) return 0xffffffffu;
+  for (uint32_t i = 0; i < delta; i++) WV_TABLE(t, old + i) = init;
+  WV_TABLE_SIZE(t) = old + delta;
+  return old;
+}
+
+WV_FN uint32_t wv_table_fill(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_t d, uint32_t r, uint32_t n) {
+  if ((uint64_t)d + n > WV_TABLE_SIZE(t)) return WV_TRAP_TABLE_OOB;
+  for (uint32_t i = 0; i < n; i++) WV_TABLE(t, d + i) = r;
+  return 0;
+}
+
+WV_FN uint32_t wv_table_copy(const wv_fleet *f, uint32_t vm, uint32_t dt, uint32_t st, uint32_t d, uint32_t s, uint32_t n) {
+  if ((uint64_t)d + n > WV_TABLE_SIZE(dt) || (uint64_t)s + n > WV_TABLE_SIZE(st)) return WV_TRAP_TABLE_OOB;
+  if (d <= s) {
+    for (uint32_t i = 0; i < n; i++) WV_TABLE(dt, d + i) = WV_TABLE(st, s + i);
+  } else {
+    for (uint32_t i = n; i > 0; i--) WV_TABLE(dt, d + i - 1) = WV_TABLE(st, s + i - 1);
+  }
+  return 0;
+}
+
+WV_FN uint32_t wv_table_init(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_t seg, uint32_t d, uint32_t s, uint32_t n) {
+  uint64_t len = WV_DROPPED(WV_NUM_DATAS + seg) ? 0 : wv_elem_len[seg];
+  if ((uint64_t)s + n > len || (uint64_t)d + n > WV_TABLE_SIZE(t)) return WV_TRAP_TABLE_OOB;
+  for (uint32_t i = 0; i < n; i++) WV_TABLE(t, d + i) = f->elem_blob[wv_elem_base[seg] + s + i];
+  return 0;
+}
+
+/* The function a `call_indirect` reaches: bounds, null and structural signature checks. */
+WV_FN uint32_t wv_table_func(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_t i, uint32_t sig, uint32_t *fid) {
+  if (i >= WV_TABLE_SIZE(t)) return WV_TRAP_TABLE_OOB;
+  uint32_t r = WV_TABLE(t, i);
+  if (r == WV_NULL_REF) return WV_TRAP_INDIRECT_NULL;
+  if (r >= WV_NUM_FUNCS || wv_func_sig[r] != sig) return WV_TRAP_BAD_SIGNATURE;
+  *fid = r;
+  return 0;
+}
+
+/* ---- continuations ----------------------------------------------------------------------- */
+/* Pushes the frame of a call to `fid` above the caller's frame of `words` words; on success the
+ * caller writes the arguments at WV_STK(nfp + WV_FRAME_HEADER + i) and returns to the trampoline. */
+#define WV_PUSH_FRAME(nfp, words, fid, nargs) do { nfp = fp + (words); \
+  if (v->depth >= f->max_depth || (uint64_t)nfp + WV_FRAME_HEADER + (nargs) > f->stack_words) \
+    WV_TRAP(WV_TRAP_STACK_OVERFLOW); \
+  WV_STK(nfp) = fp; WV_STK(nfp + 1) = (fid); WV_STK(nfp + 2) = 0; } while (0)
+#define WV_ENTER(nfp) do { v->fp = nfp; v->depth++; } while (0)
+
+/* Pops the current frame: the VM is done when it was the entry frame. */
+WV_FN void wv_pop_frame(const wv_fleet *f, uint32_t vm, uint32_t fp) {
+  WV_GLOBAL wv_vm *v = &f->vms[vm];
+  uint64_t caller = WV_STK(fp);
+  v->depth--;
+  if (caller == WV_NO_FRAME) v->status = WV_DONE;
+  else v->fp = (uint32_t)caller;
+}
+
+/* Values as 64-bit frame and result words. */
+#define wv_enc_i32(x) ((uint64_t)(x))
+#define wv_enc_i64(x) ((uint64_t)(x))
+#define wv_enc_f32(x) ((uint64_t)wv_f32_bits(x))
+#define wv_enc_f64(x) wv_f64_bits(x)
+#define wv_enc_ref(x) ((uint64_t)(x))
+#define wv_dec_i32(w) ((uint32_t)(w))
+#define wv_dec_i64(w) ((uint64_t)(w))
+#define wv_dec_f32(w) wv_f32_from_bits((uint32_t)(w))
+#define wv_dec_f64(w) wv_f64_from_bits((uint64_t)(w))
+#define wv_dec_ref(w) ((uint32_t)(w))
+
+/* ---- integer operators ------------------------------------------------------------------- */
+#define WV_I32_DIV_S(d, a, b) do { if ((b) == 0) WV_TRAP(WV_TRAP_INT_DIV_ZERO); \
+  if ((a) == 0x80000000u && (b) == 0xffffffffu) WV_TRAP(WV_TRAP_INT_OVERFLOW); d = (uint32_t)((int32_t)(a) / (int32_t)(b)); } while (0)
+#define WV_I32_DIV_U(d, a, b) do { if ((b) == 0) WV_TRAP(WV_TRAP_INT_DIV_ZERO); d = (a) / (b); } while (0)
+#define WV_I32_REM_S(d, a, b) do { if ((b) == 0) WV_TRAP(WV_TRAP_INT_DIV_ZERO); \
+  d = (b) == 0xffffffffu ? 0 : (uint32_t)((int32_t)(a) % (int32_t)(b)); } while (0)
+#define WV_I32_REM_U(d, a, b) do { if ((b) == 0) WV_TRAP(WV_TRAP_INT_DIV_ZERO); d = (a) % (b); } while (0)
+#define WV_I64_DIV_S(d, a, b) do { if ((b) == 0) WV_TRAP(WV_TRAP_INT_DIV_ZERO); \
+  if ((a) == 0x8000000000000000ull && (b) == 0xffffffffffffffffull) WV_TRAP(WV_TRAP_INT_OVERFLOW); \
+  d = (uint64_t)((int64_t)(a) / (int64_t)(b)); } while (0)
+#define WV_I64_DIV_U(d, a, b) do { if ((b) == 0) WV_TRAP(WV_TRAP_INT_DIV_ZERO); d = (a) / (b); } while (0)
+#define WV_I64_REM_S(d, a, b) do { if ((b) == 0) WV_TRAP(WV_TRAP_INT_DIV_ZERO); \
+  d = (b) == 0xffffffffffffffffull ? 0 : (uint64_t)((int64_t)(a) % (int64_t)(b)); } while (0)
+#define WV_I64_REM_U(d, a, b) do { if ((b) == 0) WV_TRAP(WV_TRAP_INT_DIV_ZERO); d = (a) % (b); } while (0)
+
+WV_FN uint32_t wv_i32_rotl(uint32_t a, uint32_t b) { b &= 31; return (a << b) | (a >> ((32 - b) & 31)); }
+WV_FN uint32_t wv_i32_rotr(uint32_t a, uint32_t b) { b &= 31; return (a >> b) | (a << ((32 - b) & 31)); }
+WV_FN uint64_t wv_i64_rotl(uint64_t a, uint64_t b) { b &= 63; return (a << b) | (a >> ((64 - b) & 63)); }
+WV_FN uint64_t wv_i64_rotr(uint64_t a, uint64_t b) { b &= 63; return (a >> b) | (a << ((64 - b) & 63)); }
+WV_FN uint32_t wv_i32_shr_s(uint32_t a, uint32_t b) { return (uint32_t)((int32_t)a >> (b & 31)); }
+WV_FN uint64_t wv_i64_shr_s(uint64_t a, uint64_t b) { return (uint64_t)((int64_t)a >> (b & 63)); }
+
+/* ---- float operators: no fast-math; NaN and signed-zero rules of WebAssembly ------------- */
+WV_FN float wv_f32_min(float a, float b) {
+  if (a != a || b != b) return a + b;
+  if (a == b) return wv_f32_from_bits(wv_f32_bits(a) | wv_f32_bits(b));
+  return a < b ? a : b;
+}
+WV_FN float wv_f32_max(float a, float b) {
+  if (a != a || b != b) return a + b;
+  if (a == b) return wv_f32_from_bits(wv_f32_bits(a) & wv_f32_bits(b));
+  return a > b ? a : b;
+}
+WV_FN double wv_f64_min(double a, double b) {
+  if (a != a || b != b) return a + b;
+  if (a == b) return wv_f64_from_bits(wv_f64_bits(a) | wv_f64_bits(b));
+  return a < b ? a : b;
+}
+WV_FN double wv_f64_max(double a, double b) {
+  if (a != a || b != b) return a + b;
+  if (a == b) return wv_f64_from_bits(wv_f64_bits(a) & wv_f64_bits(b));
+  return a > b ? a : b;
+}
+WV_FN float wv_f32_abs(float a) { return wv_f32_from_bits(wv_f32_bits(a) & 0x7fffffffu); }
+WV_FN float wv_f32_neg(float a) { return wv_f32_from_bits(wv_f32_bits(a) ^ 0x80000000u); }
+WV_FN float wv_f32_copysign(float a, float b) {
+  return wv_f32_from_bits((wv_f32_bits(a) & 0x7fffffffu) | (wv_f32_bits(b) & 0x80000000u));
+}
+WV_FN double wv_f64_abs(double a) { return wv_f64_from_bits(wv_f64_bits(a) & 0x7fffffffffffffffull); }
+WV_FN double wv_f64_neg(double a) { return wv_f64_from_bits(wv_f64_bits(a) ^ 0x8000000000000000ull); }
+WV_FN double wv_f64_copysign(double a, double b) {
+  return wv_f64_from_bits((wv_f64_bits(a) & 0x7fffffffffffffffull) | (wv_f64_bits(b) & 0x8000000000000000ull));
+}
+
+/* Trapping float → integer conversions: NaN is a bad conversion, out of range an overflow. */
+#define WV_TRUNC(d, T, x, lo_ok, hi_ok) do { if ((x) != (x)) WV_TRAP(WV_TRAP_BAD_CONVERSION); \
+  if (!((lo_ok) && (hi_ok))) WV_TRAP(WV_TRAP_INT_OVERFLOW); d = (T)(x); } while (0)
+#define WV_I32_TRUNC_F32_S(d, x) WV_TRUNC(d, int32_t, x, (x) >= -2147483648.0f, (x) < 2147483648.0f)
+#define WV_I32_TRUNC_F32_U(d, x) WV_TRUNC(d, uint32_t, x, (x) > -1.0f, (x) < 4294967296.0f)
+#define WV_I32_TRUNC_F64_S(d, x) WV_TRUNC(d, int32_t, x, (x) > -2147483649.0, (x) < 2147483648.0)
+#define WV_I32_TRUNC_F64_U(d, x) WV_TRUNC(d, uint32_t, x, (x) > -1.0, (x) < 4294967296.0)
+#define WV_I64_TRUNC_F32_S(d, x) WV_TRUNC(d, int64_t, x, (x) >= -9223372036854775808.0f, (x) < 9223372036854775808.0f)
+#define WV_I64_TRUNC_F32_U(d, x) WV_TRUNC(d, uint64_t, x, (x) > -1.0f, (x) < 18446744073709551616.0f)
+#define WV_I64_TRUNC_F64_S(d, x) WV_TRUNC(d, int64_t, x, (x) >= -9223372036854775808.0, (x) < 9223372036854775808.0)
+#define WV_I64_TRUNC_F64_U(d, x) WV_TRUNC(d, uint64_t, x, (x) > -1.0, (x) < 18446744073709551616.0)
+
+/* Saturating float → integer conversions. */
+WV_FN uint32_t wv_i32_trunc_sat_f32_s(float x) {
+  if (x != x) return 0;
+  if (x < -2147483648.0f) return 0x80000000u;
+  if (x >= 2147483648.0f) return 0x7fffffffu;
+  return (uint32_t)(int32_t)x;
+}
+WV_FN uint32_t wv_i32_trunc_sat_f32_u(float x) {
+  if (x != x || x <= -1.0f) return 0;
+  if (x >= 4294967296.0f) return 0xffffffffu;
+  return (uint32_t)x;
+}
+WV_FN uint32_t wv_i32_trunc_sat_f64_s(double x) {
+  if (x != x) return 0;
+  if (x <= -2147483649.0) return 0x80000000u;
+  if (x >= 2147483648.0) return 0x7fffffffu;
+  return (uint32_t)(int32_t)x;
+}
+WV_FN uint32_t wv_i32_trunc_sat_f64_u(double x) {
+  if (x != x || x <= -1.0) return 0;
+  if (x >= 4294967296.0) return 0xffffffffu;
+  return (uint32_t)x;
+}
+WV_FN uint64_t wv_i64_trunc_sat_f32_s(float x) {
+  if (x != x) return 0;
+  if (x < -9223372036854775808.0f) return 0x8000000000000000ull;
+  if (x >= 9223372036854775808.0f) return 0x7fffffffffffffffull;
+  return (uint64_t)(int64_t)x;
+}
+WV_FN uint64_t wv_i64_trunc_sat_f32_u(float x) {
+  if (x != x || x <= -1.0f) return 0;
+  if (x >= 18446744073709551616.0f) return 0xffffffffffffffffull;
+  return (uint64_t)x;
+}
+WV_FN uint64_t wv_i64_trunc_sat_f64_s(double x) {
+  if (x != x) return 0;
+  if (x < -9223372036854775808.0) return 0x8000000000000000ull;
+  if (x >= 9223372036854775808.0) return 0x7fffffffffffffffull;
+  return (uint64_t)(int64_t)x;
+}
+WV_FN uint64_t wv_i64_trunc_sat_f64_u(double x) {
+  if (x != x || x <= -1.0) return 0;
+  if (x >= 18446744073709551616.0) return 0xffffffffffffffffull;
+  return (uint64_t)x;
+}
+/* ---- end of prelude ---------------------------------------------------------------------- */

@@ -1,0 +1,103 @@
+//! Fleet layout: where each VM's bytes and words live in the fleet's buffers. The kernel
+//! prelude computes the same addresses (`wv_cell`, `WV_STK`, `WV_GLB`); the two are tested
+//! against each other.
+
+/// Bytes in a WebAssembly page.
+pub const PAGE: u64 = 65536;
+
+/// The interleaved layout of one fleet (DESIGN.md, decision 2):
+/// `cell_addr = (offset / I) * (num_vms * I) + vm * I`, or contiguous per VM when `I = 0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InterleavedLayout {
+    /// VMs in the fleet.
+    pub num_vms: u32,
+    /// Bytes per cell: 0, 4 or 8.
+    pub interleave: u32,
+    /// Pages reserved per VM.
+    pub max_pages: u32,
+    /// Call-stack words per VM.
+    pub stack_words: u32,
+    /// Globals per VM (at least 1).
+    pub num_globals: u32,
+}
+
+impl InterleavedLayout {
+    /// Bytes reserved for one VM's memory.
+    pub fn mem_stride(&self) -> u64 {
+        self.max_pages as u64 * PAGE
+    }
+
+    /// Bytes of the whole memory buffer.
+    pub fn mem_bytes(&self) -> u64 {
+        self.mem_stride() * self.num_vms as u64
+    }
+
+    /// Buffer index of byte `offset` of VM `vm`'s memory.
+    pub fn cell_addr(&self, vm: u32, offset: u64) -> usize {
+        let i = self.interleave as u64;
+        let addr = if i == 0 {
+            vm as u64 * self.mem_stride() + offset
+        } else {
+            (offset / i) * (self.num_vms as u64 * i) + vm as u64 * i + offset % i
+        };
+        addr as usize
+    }
+
+    /// Buffer index of call-stack word `word` of VM `vm`.
+    pub fn stack_index(&self, vm: u32, word: u32) -> usize {
+        if self.interleave == 0 {
+            vm as usize * self.stack_words as usize + word as usize
+        } else {
+            word as usize * self.num_vms as usize + vm as usize
+        }
+    }
+
+    /// Buffer index of global `g` of VM `vm`.
+    pub fn global_index(&self, vm: u32, g: u32) -> usize {
+        if self.interleave == 0 {
+            vm as usize * self.num_globals as usize + g as usize
+        } else {
+            g as usize * self.num_vms as usize + vm as usize
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(interleave: u32) -> InterleavedLayout {
+        InterleavedLayout {
+            num_vms: 3,
+            interleave,
+            max_pages: 1,
+            stack_words: 16,
+            num_globals: 2,
+        }
+    }
+
+    #[test]
+    fn cells_of_different_vms_never_collide() {
+        for i in [0, 4, 8] {
+            let l = layout(i);
+            let mut seen = std::collections::HashSet::new();
+            for vm in 0..3 {
+                for off in 0..PAGE {
+                    assert!(seen.insert(l.cell_addr(vm, off)), "interleave {i}: collision");
+                    assert!((l.cell_addr(vm, off) as u64) < l.mem_bytes());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn interleave_follows_the_design_formula() {
+        let l = layout(4);
+        // VM 1, offset 5: cell 1 of VM 1 = (5/4)*(3*4) + 1*4 + 1
+        assert_eq!(l.cell_addr(1, 5), 12 + 4 + 1);
+        let l = layout(8);
+        assert_eq!(l.cell_addr(2, 17), 2 * 24 + 16 + 1);
+        let l = layout(0);
+        assert_eq!(l.cell_addr(2, 17), 2 * 65536 + 17);
+    }
+}

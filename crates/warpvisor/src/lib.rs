@@ -1,0 +1,15 @@
+//! warpvisor: runs many copies of one WebAssembly program as virtual machines in one
+//! data-parallel kernel (VectorVisor's design; see `ARCHITECTURE.md` for the map).
+//!
+//! The pipeline: [`frontend`] (bytes → validated module) → [`analysis`] (call graph, yields,
+//! liveness) → [`codegen`] (kernel source) → [`backend`] (device program) → [`vmm`] (the fleet of
+//! VMs: layout, instantiation, invocation, hypercalls). [`wast`] runs spec-test scripts on it.
+
+pub mod analysis;
+pub mod codegen;
+pub mod frontend;
+pub mod backend;
+pub mod layout;
+pub mod vmm;
+pub mod jobs;
+pub mod wast;

@@ -1,0 +1,7 @@
+//! The `warpvisor` command line.
+
+mod cli;
+
+fn main() {
+    std::process::exit(cli::main());
+}

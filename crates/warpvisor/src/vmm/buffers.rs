@@ -1,0 +1,179 @@
+//! The fleet's host-side buffers: every VM's memory, globals, tables, call stack and control
+//! state, laid out by [`InterleavedLayout`].
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+
+use super::abi::{FleetAbi, VmControl};
+use super::VmmError;
+use crate::layout::InterleavedLayout;
+
+/// A zero-filled byte buffer that reports allocation failure instead of aborting. Large
+/// buffers come from the OS lazily, so reserved but untouched memory costs nothing.
+pub struct ZeroedBytes {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// The buffer is plain bytes owned by this value.
+unsafe impl Send for ZeroedBytes {}
+unsafe impl Sync for ZeroedBytes {}
+
+impl ZeroedBytes {
+    /// Allocates `len` zero bytes.
+    pub fn new(len: usize) -> Result<Self, VmmError> {
+        if len == 0 {
+            return Ok(ZeroedBytes {
+                ptr: std::ptr::NonNull::dangling().as_ptr(),
+                len: 0,
+            });
+        }
+        let layout = Layout::from_size_align(len, 16)
+            .map_err(|_| VmmError::OutOfMemory { bytes: len as u64 })?;
+        // SAFETY: `layout` has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(VmmError::OutOfMemory { bytes: len as u64 });
+        }
+        Ok(ZeroedBytes { ptr, len })
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: ptr is valid for len bytes (or dangling with len 0).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The bytes, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and we hold the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for ZeroedBytes {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            if let Ok(layout) = Layout::from_size_align(self.len, 16) {
+                // SAFETY: allocated with this layout in `new`.
+                unsafe { dealloc(self.ptr, layout) };
+            }
+        }
+    }
+}
+
+/// Every buffer of one fleet.
+pub struct FleetBuffers {
+    /// The layout these buffers follow.
+    pub layout: InterleavedLayout,
+    /// Linear memories.
+    pub mem: ZeroedBytes,
+    /// Pages per VM.
+    pub mem_pages: Vec<u32>,
+    /// Globals (see [`InterleavedLayout::global_index`]).
+    pub globals: Vec<u64>,
+    /// Table elements, `table_words` per VM.
+    pub tables: Vec<u32>,
+    /// Table sizes, one per table per VM.
+    pub table_sizes: Vec<u32>,
+    /// Dropped flags, one per segment per VM.
+    pub dropped: Vec<u8>,
+    /// Data segment bytes.
+    pub data_blob: Vec<u8>,
+    /// Element segment references.
+    pub elem_blob: Vec<u32>,
+    /// Call stacks (see [`InterleavedLayout::stack_index`]).
+    pub stack: Vec<u64>,
+    /// Result words, `ret_words` per VM.
+    pub ret: Vec<u64>,
+    /// Control state per VM.
+    pub vms: Vec<VmControl>,
+    /// Frame limit per VM.
+    pub max_depth: u32,
+}
+
+fn zeroed_vec<T: Clone + Default>(n: u64, what: &str) -> Result<Vec<T>, VmmError> {
+    let n = usize::try_from(n).map_err(|_| VmmError::Limit(format!("{what} too large")))?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).map_err(|_| VmmError::OutOfMemory {
+        bytes: (n * std::mem::size_of::<T>()) as u64,
+    })?;
+    v.resize(n, T::default());
+    Ok(v)
+}
+
+impl FleetBuffers {
+    /// Allocates zeroed buffers for `layout`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        layout: InterleavedLayout,
+        num_tables: u32,
+        table_words: u32,
+        num_segments: u32,
+        ret_words: u32,
+        max_depth: u32,
+        data_blob: Vec<u8>,
+        elem_blob: Vec<u32>,
+    ) -> Result<Self, VmmError> {
+        let n = layout.num_vms as u64;
+        let mem_len = usize::try_from(layout.mem_bytes())
+            .map_err(|_| VmmError::Limit("fleet memory too large".into()))?;
+        Ok(FleetBuffers {
+            layout,
+            mem: ZeroedBytes::new(mem_len)?,
+            mem_pages: zeroed_vec(n, "memory sizes")?,
+            globals: zeroed_vec(n * layout.num_globals as u64, "globals")?,
+            tables: zeroed_vec(n * table_words as u64, "tables")?,
+            table_sizes: zeroed_vec(n * num_tables.max(1) as u64, "table sizes")?,
+            dropped: zeroed_vec(n * num_segments.max(1) as u64, "segment flags")?,
+            data_blob: if data_blob.is_empty() { vec![0] } else { data_blob },
+            elem_blob: if elem_blob.is_empty() { vec![0] } else { elem_blob },
+            stack: zeroed_vec(n * layout.stack_words as u64, "call stacks")?,
+            ret: zeroed_vec(n * ret_words as u64, "result words")?,
+            vms: zeroed_vec(n, "VM states")?,
+            max_depth,
+        })
+    }
+
+    /// The kernel's view of these buffers. Valid while `self` is neither moved nor resized.
+    pub fn abi(&mut self) -> FleetAbi {
+        FleetAbi {
+            mem: self.mem.as_mut_ptr(),
+            mem_pages: self.mem_pages.as_mut_ptr(),
+            globals: self.globals.as_mut_ptr(),
+            tables: self.tables.as_mut_ptr(),
+            table_sizes: self.table_sizes.as_mut_ptr(),
+            dropped: self.dropped.as_mut_ptr(),
+            data_blob: self.data_blob.as_ptr(),
+            elem_blob: self.elem_blob.as_ptr(),
+            stack: self.stack.as_mut_ptr(),
+            ret: self.ret.as_mut_ptr(),
+            vms: self.vms.as_mut_ptr(),
+            mem_stride: self.layout.mem_stride(),
+            num_vms: self.layout.num_vms,
+            max_pages: self.layout.max_pages,
+            stack_words: self.layout.stack_words,
+            max_depth: self.max_depth,
+        }
+    }
+
+    /// Reads `len` bytes of VM `vm`'s memory at `offset` (no bounds check against its size).
+    pub fn read_memory(&self, vm: u32, offset: u64, len: usize) -> Vec<u8> {
+        let mem = self.mem.as_slice();
+        (0..len as u64)
+            .map(|i| mem[self.layout.cell_addr(vm, offset + i)])
+            .collect()
+    }
+
+    /// Writes `bytes` into VM `vm`'s memory at `offset`.
+    pub fn write_memory(&mut self, vm: u32, offset: u64, bytes: &[u8]) {
+        let layout = self.layout;
+        let mem = self.mem.as_mut_slice();
+        for (i, b) in bytes.iter().enumerate() {
+            mem[layout.cell_addr(vm, offset + i as u64)] = *b;
+        }
+    }
+}

@@ -1,0 +1,472 @@
+//! A fleet of VMs running one [`Program`]: instantiation, invocation, hypercall service.
+
+use std::sync::Arc;
+
+use wasmparser::ValType;
+
+use super::abi::{status, VmControl, FRAME_HEADER, NO_FRAME, NULL_REF};
+use super::buffers::FleetBuffers;
+use super::{Outcome, Program, TrapKind, Value, VmmError};
+use crate::frontend::{ConstExpr, SegmentMode};
+use crate::layout::{InterleavedLayout, PAGE};
+
+/// Size settings of a fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetConfig {
+    /// Number of VMs.
+    pub num_vms: u32,
+    /// Most pages a VM's memory may have (the module's maximum may lower it).
+    pub max_memory_pages: u32,
+    /// Call-stack words per VM (continuation frames).
+    pub stack_words: u32,
+    /// Most nested continuation frames per VM.
+    pub max_call_depth: u32,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        FleetConfig {
+            num_vms: 1,
+            max_memory_pages: 256,
+            stack_words: 1 << 16,
+            max_call_depth: 10_000,
+        }
+    }
+}
+
+/// Services calls to imported functions (hypercalls).
+pub trait HostFunctions {
+    /// Runs import `import` (function index) for VM `vm` with `args`.
+    fn call(
+        &mut self,
+        fleet: &mut FleetBuffers,
+        vm: u32,
+        import: u32,
+        args: &[Value],
+    ) -> Result<Vec<Value>, TrapKind>;
+}
+
+/// A host that provides no functions: every hypercall traps.
+pub struct NoHost;
+
+impl HostFunctions for NoHost {
+    fn call(&mut self, _: &mut FleetBuffers, _: u32, _: u32, _: &[Value]) -> Result<Vec<Value>, TrapKind> {
+        Err(TrapKind::HostError)
+    }
+}
+
+/// What the host binds to the module's imports.
+pub struct Imports {
+    /// Values of the imported globals, in import order.
+    pub globals: Vec<Value>,
+    /// Actual limits of an imported memory (initial pages, maximum).
+    pub memory: Option<(u64, Option<u64>)>,
+    /// Actual limits of each imported table (initial elements, maximum), in import order.
+    pub tables: Vec<(u64, Option<u64>)>,
+    /// The imported functions.
+    pub host: Box<dyn HostFunctions>,
+}
+
+impl Default for Imports {
+    fn default() -> Self {
+        Imports {
+            globals: Vec::new(),
+            memory: None,
+            tables: Vec::new(),
+            host: Box::new(NoHost),
+        }
+    }
+}
+
+/// N VMs running one program.
+pub struct Fleet {
+    program: Arc<Program>,
+    buffers: FleetBuffers,
+    imports: Imports,
+    initial_pages: u32,
+    table_initial: Vec<u32>,
+    /// Highest memory size (bytes) any VM reached: what a reset must clear.
+    dirty_bytes: u64,
+    /// Traps raised by the host while servicing a VM (not visible to the kernel).
+    host_traps: Vec<Option<TrapKind>>,
+}
+
+fn eval(expr: &ConstExpr, globals: &[Value], ty: ValType) -> Value {
+    match *expr {
+        ConstExpr::I32(v) => Value::I32(v),
+        ConstExpr::I64(v) => Value::I64(v),
+        ConstExpr::F32(b) => Value::F32(b),
+        ConstExpr::F64(b) => Value::F64(b),
+        ConstExpr::RefNull => Value::zero(ty),
+        ConstExpr::RefFunc(f) => Value::FuncRef(Some(f)),
+        ConstExpr::GlobalGet(g) => globals.get(g as usize).copied().unwrap_or(Value::zero(ty)),
+    }
+}
+
+impl Fleet {
+    /// Allocates a fleet for `program` and instantiates every VM.
+    pub fn new(program: Arc<Program>, config: FleetConfig, imports: Imports) -> Result<Fleet, VmmError> {
+        let m = &program.module;
+        if config.num_vms == 0 {
+            return Err(VmmError::Limit("a fleet needs at least one VM".into()));
+        }
+        let (mem_initial, mem_max) = match (&m.memory, imports.memory) {
+            (Some(_), Some(actual)) => actual,
+            (Some(d), None) => (d.initial, d.maximum),
+            (None, _) => (0, Some(0)),
+        };
+        let max_pages = mem_max.unwrap_or(65536).min(config.max_memory_pages as u64);
+        if mem_initial > max_pages {
+            return Err(VmmError::Limit(format!(
+                "the module's memory starts at {mem_initial} pages, above the per-VM limit of {} pages (--max-memory)",
+                config.max_memory_pages
+            )));
+        }
+        let layout = InterleavedLayout {
+            num_vms: config.num_vms,
+            interleave: program.options.interleave,
+            max_pages: max_pages as u32,
+            stack_words: config.stack_words.max(FRAME_HEADER + program.layout.ret_words),
+            num_globals: m.globals.len().max(1) as u32,
+        };
+        let mut table_initial = Vec::new();
+        let mut imported_tables = imports.tables.iter();
+        for (i, t) in m.tables.iter().enumerate() {
+            let initial = match (&t.import, imported_tables.next()) {
+                (Some(_), Some((init, _))) => *init,
+                _ => t.initial,
+            };
+            if initial > program.layout.table_caps[i] as u64 {
+                return Err(VmmError::Limit(format!("table {i} is larger than its capacity")));
+            }
+            table_initial.push(initial as u32);
+        }
+        // Global values (imported ones first), then the element blob they may feed.
+        let mut globals: Vec<Value> = Vec::new();
+        let mut imported = imports.globals.iter();
+        for g in &m.globals {
+            let v = match &g.init {
+                Some(e) => eval(e, &globals, g.ty),
+                None => imported.next().copied().unwrap_or(Value::zero(g.ty)),
+            };
+            globals.push(v);
+        }
+        let mut elem_blob = Vec::new();
+        for seg in &m.elems {
+            for item in &seg.items {
+                let v = eval(item, &globals, ValType::Ref(seg.element));
+                elem_blob.push(v.to_word() as u32);
+            }
+        }
+        let data_blob: Vec<u8> = m.datas.iter().flat_map(|d| d.bytes.iter().copied()).collect();
+        let buffers = FleetBuffers::new(
+            layout,
+            m.tables.len() as u32,
+            program.layout.table_words,
+            (m.datas.len() + m.elems.len()) as u32,
+            program.layout.ret_words,
+            config.max_call_depth,
+            data_blob,
+            elem_blob,
+        )?;
+        let mut fleet = Fleet {
+            host_traps: vec![None; config.num_vms as usize],
+            program,
+            buffers,
+            imports,
+            initial_pages: mem_initial as u32,
+            table_initial,
+            dirty_bytes: 0,
+        };
+        fleet.instantiate(&globals)?;
+        Ok(fleet)
+    }
+
+    /// The program this fleet runs.
+    pub fn program(&self) -> &Arc<Program> {
+        &self.program
+    }
+
+    /// The fleet's buffers (memory read-back, tests).
+    pub fn buffers(&self) -> &FleetBuffers {
+        &self.buffers
+    }
+
+    /// Number of VMs.
+    pub fn num_vms(&self) -> u32 {
+        self.buffers.layout.num_vms
+    }
+
+    /// Puts every VM back in its freshly instantiated state.
+    pub fn reset(&mut self) -> Result<(), VmmError> {
+        let m = &self.program.module;
+        let mut globals: Vec<Value> = Vec::new();
+        let mut imported = self.imports.globals.iter();
+        for g in &m.globals {
+            let v = match &g.init {
+                Some(e) => eval(e, &globals, g.ty),
+                None => imported.next().copied().unwrap_or(Value::zero(g.ty)),
+            };
+            globals.push(v);
+        }
+        self.instantiate(&globals)
+    }
+
+    fn instantiate(&mut self, globals: &[Value]) -> Result<(), VmmError> {
+        let program = self.program.clone();
+        let m = &program.module;
+        let n = self.num_vms();
+        let layout = self.buffers.layout;
+        // Clear what earlier runs wrote.
+        if self.dirty_bytes > 0 {
+            let mem = self.buffers.mem.as_mut_slice();
+            if layout.interleave == 0 {
+                for vm in 0..n {
+                    let start = layout.cell_addr(vm, 0);
+                    mem[start..start + self.dirty_bytes as usize].fill(0);
+                }
+            } else {
+                let end = (self.dirty_bytes * n as u64) as usize;
+                let end = end.min(mem.len());
+                mem[..end].fill(0);
+            }
+        }
+        self.dirty_bytes = self.initial_pages as u64 * PAGE;
+        let b = &mut self.buffers;
+        b.mem_pages.fill(self.initial_pages);
+        for vm in 0..n {
+            for (g, v) in globals.iter().enumerate() {
+                b.globals[layout.global_index(vm, g as u32)] = v.to_word();
+            }
+        }
+        b.tables.fill(NULL_REF);
+        let nt = m.tables.len().max(1);
+        for vm in 0..n as usize {
+            for (t, init) in self.table_initial.iter().enumerate() {
+                b.table_sizes[vm * nt + t] = *init;
+            }
+        }
+        b.dropped.fill(0);
+        b.vms.fill(VmControl::default());
+        self.host_traps.fill(None);
+
+        // Element segments, then data segments, in order; the first failure traps.
+        let nseg = (m.datas.len() + m.elems.len()).max(1);
+        let words = program.layout.table_words as usize;
+        for (i, seg) in m.elems.iter().enumerate() {
+            let flag = m.datas.len() + i;
+            match seg.mode {
+                SegmentMode::Passive => continue,
+                SegmentMode::Declared => {}
+                SegmentMode::Active { target, offset } => {
+                    let off = eval(&offset, globals, ValType::I32).to_word() as u32 as u64;
+                    let len = seg.items.len() as u64;
+                    let t = target as usize;
+                    if off + len > self.table_initial[t] as u64 {
+                        return Err(VmmError::InstantiationTrap(TrapKind::TableOutOfBounds));
+                    }
+                    let base = program.layout.elem_base[i] as usize;
+                    let tbase = program.layout.table_base[t] as usize;
+                    for vm in 0..n as usize {
+                        for k in 0..len as usize {
+                            b.tables[vm * words + tbase + off as usize + k] = b.elem_blob[base + k];
+                        }
+                    }
+                }
+            }
+            for vm in 0..n as usize {
+                b.dropped[vm * nseg + flag] = 1;
+            }
+        }
+        for (i, seg) in m.datas.iter().enumerate() {
+            if let SegmentMode::Active { offset, .. } = seg.mode {
+                let off = eval(&offset, globals, ValType::I32).to_word() as u32 as u64;
+                if off + seg.bytes.len() as u64 > self.initial_pages as u64 * PAGE {
+                    return Err(VmmError::InstantiationTrap(TrapKind::MemoryOutOfBounds));
+                }
+                for vm in 0..n {
+                    b.write_memory(vm, off, &seg.bytes);
+                }
+                for vm in 0..n as usize {
+                    b.dropped[vm * nseg + i] = 1;
+                }
+            }
+        }
+        if let Some(start) = m.start {
+            let outcomes = self.run_function(start, &vec![Vec::new(); n as usize])?;
+            if let Some(Outcome::Trapped(kind)) = outcomes.into_iter().find(|o| matches!(o, Outcome::Trapped(_))) {
+                return Err(VmmError::InstantiationTrap(kind));
+            }
+        }
+        Ok(())
+    }
+
+    /// Invokes export `name` on the first `args.len()` VMs, VM i with `args[i]`.
+    pub fn invoke(&mut self, name: &str, args: &[Vec<Value>]) -> Result<Vec<Outcome>, VmmError> {
+        let func = match self.program.module.export(name) {
+            Some(crate::frontend::ExportKind::Func(f)) => f,
+            _ => return Err(VmmError::NoSuchExport(name.to_string())),
+        };
+        let ty = self.program.module.func_type(func).clone();
+        for a in args {
+            let ok = a.len() == ty.params().len() && a.iter().zip(ty.params()).all(|(v, t)| v.has_type(*t));
+            if !ok {
+                return Err(VmmError::BadArguments {
+                    name: name.to_string(),
+                    expected: ty.params().iter().map(|t| format!("{t}")).collect::<Vec<_>>().join(", "),
+                    got: format!("{a:?}"),
+                });
+            }
+        }
+        if args.len() > self.num_vms() as usize {
+            return Err(VmmError::Limit(format!(
+                "{} argument sets for a fleet of {} VMs",
+                args.len(),
+                self.num_vms()
+            )));
+        }
+        self.run_function(func, args)
+    }
+
+    /// Invokes export `name` once per job, in batches of at most one job per VM; every batch
+    /// after the first starts from freshly instantiated VMs.
+    pub fn invoke_batched(&mut self, name: &str, jobs: &[Vec<Value>]) -> Result<Vec<Outcome>, VmmError> {
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        for (i, batch) in jobs.chunks(self.num_vms() as usize).enumerate() {
+            if i > 0 {
+                self.reset()?;
+            }
+            outcomes.extend(self.invoke(name, batch)?);
+        }
+        Ok(outcomes)
+    }
+
+    /// Reads global export `name` of VM `vm`.
+    pub fn global(&self, vm: u32, name: &str) -> Option<Value> {
+        match self.program.module.export(name)? {
+            crate::frontend::ExportKind::Global(g) => {
+                let ty = self.program.module.globals.get(g as usize)?.ty;
+                let w = self.buffers.globals[self.buffers.layout.global_index(vm, g)];
+                Some(Value::from_word(ty, w))
+            }
+            _ => None,
+        }
+    }
+
+    /// Invokes function `func` (any function index) on the first `args.len()` VMs. Arguments
+    /// are not type-checked here: [`Fleet::invoke`] does that for exports.
+    pub fn invoke_function(&mut self, func: u32, args: &[Vec<Value>]) -> Result<Vec<Outcome>, VmmError> {
+        self.run_function(func, args)
+    }
+
+    fn run_function(&mut self, func: u32, args: &[Vec<Value>]) -> Result<Vec<Outcome>, VmmError> {
+        let layout = self.buffers.layout;
+        let n = layout.num_vms;
+        if FRAME_HEADER as usize + args.first().map_or(0, Vec::len) > layout.stack_words as usize {
+            return Err(VmmError::Limit("call stack too small for the arguments".into()));
+        }
+        for vm in 0..n {
+            let b = &mut self.buffers;
+            let ctl = &mut b.vms[vm as usize];
+            *ctl = VmControl::default();
+            self.host_traps[vm as usize] = None;
+            match args.get(vm as usize) {
+                None => ctl.status = status::DONE,
+                Some(a) => {
+                    ctl.depth = 1;
+                    b.stack[layout.stack_index(vm, 0)] = NO_FRAME;
+                    b.stack[layout.stack_index(vm, 1)] = func as u64;
+                    b.stack[layout.stack_index(vm, 2)] = 0;
+                    for (i, v) in a.iter().enumerate() {
+                        b.stack[layout.stack_index(vm, FRAME_HEADER + i as u32)] = v.to_word();
+                    }
+                }
+            }
+        }
+        loop {
+            self.program.kernel.launch(&mut self.buffers)?;
+            if !self.service_hypercalls() {
+                break;
+            }
+        }
+        let max_pages = self.buffers.mem_pages.iter().copied().max().unwrap_or(0) as u64;
+        self.dirty_bytes = self.dirty_bytes.max(max_pages * PAGE);
+        let results = self.program.module.func_type(func).results().to_vec();
+        let rw = self.program.layout.ret_words as usize;
+        Ok((0..args.len())
+            .map(|vm| {
+                let ctl = self.buffers.vms[vm];
+                if let Some(kind) = self.host_traps[vm] {
+                    return Outcome::Trapped(kind);
+                }
+                match ctl.status {
+                    status::DONE => Outcome::Returned(
+                        results
+                            .iter()
+                            .enumerate()
+                            .map(|(k, t)| Value::from_word(*t, self.buffers.ret[vm * rw + k]))
+                            .collect(),
+                    ),
+                    status::TRAPPED => Outcome::Trapped(TrapKind::from_code(ctl.trap)),
+                    _ => Outcome::Trapped(TrapKind::HostError),
+                }
+            })
+            .collect())
+    }
+
+    /// Services every VM stopped at a hypercall; returns whether any was.
+    fn service_hypercalls(&mut self) -> bool {
+        let layout = self.buffers.layout;
+        let program = self.program.clone();
+        let rw = program.layout.ret_words as usize;
+        let mut any = false;
+        for vm in 0..layout.num_vms {
+            let ctl = self.buffers.vms[vm as usize];
+            if ctl.status != status::HYPERCALL {
+                continue;
+            }
+            any = true;
+            let import = ctl.hypercall;
+            let ty = program.module.func_type(import).clone();
+            let args: Vec<Value> = ty
+                .params()
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let w = self.buffers.stack[layout.stack_index(vm, ctl.fp + FRAME_HEADER + i as u32)];
+                    Value::from_word(*t, w)
+                })
+                .collect();
+            let result = self.imports.host.call(&mut self.buffers, vm, import, &args);
+            let b = &mut self.buffers;
+            let ctl = &mut b.vms[vm as usize];
+            match result {
+                Ok(values)
+                    if values.len() == ty.results().len()
+                        && values.iter().zip(ty.results()).all(|(v, t)| v.has_type(*t)) =>
+                {
+                    for (k, v) in values.iter().enumerate() {
+                        b.ret[vm as usize * rw + k] = v.to_word();
+                    }
+                    let caller = b.stack[layout.stack_index(vm, ctl.fp)];
+                    ctl.depth -= 1;
+                    if caller == NO_FRAME {
+                        ctl.status = status::DONE;
+                    } else {
+                        ctl.fp = caller as u32;
+                        ctl.status = status::RUNNING;
+                    }
+                }
+                Ok(_) => {
+                    ctl.status = status::TRAPPED;
+                    self.host_traps[vm as usize] = Some(TrapKind::HostError);
+                }
+                Err(kind) => {
+                    ctl.status = status::TRAPPED;
+                    self.host_traps[vm as usize] = Some(kind);
+                }
+            }
+        }
+        any
+    }
+}
