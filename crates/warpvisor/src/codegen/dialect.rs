@@ -25,16 +25,20 @@ static inline double wv_f64_from_bits(uint64_t x) { union { double f; uint64_t u
 #define wv_clz64(x) ((x) ? (uint64_t)__builtin_clzll(x) : 64u)
 #define wv_ctz64(x) ((x) ? (uint64_t)__builtin_ctzll(x) : 64u)
 #define wv_popcnt64(x) ((uint64_t)__builtin_popcountll(x))
-#define wv_f32_ceil(x) ceilf(x)
-#define wv_f32_floor(x) floorf(x)
-#define wv_f32_trunc(x) truncf(x)
-#define wv_f32_nearest(x) nearbyintf(x)
-#define wv_f32_sqrt(x) sqrtf(x)
-#define wv_f64_ceil(x) ceil(x)
-#define wv_f64_floor(x) floor(x)
-#define wv_f64_trunc(x) trunc(x)
-#define wv_f64_nearest(x) nearbyint(x)
-#define wv_f64_sqrt(x) sqrt(x)
+/* libm may return a signalling NaN unchanged; WebAssembly wants it quieted (x + x). */
+static inline float wv_f32_ceil(float x) { return x != x ? x + x : ceilf(x); }
+static inline float wv_f32_floor(float x) { return x != x ? x + x : floorf(x); }
+static inline float wv_f32_trunc(float x) { return x != x ? x + x : truncf(x); }
+static inline float wv_f32_nearest(float x) { return x != x ? x + x : nearbyintf(x); }
+static inline float wv_f32_sqrt(float x) { return x != x ? x + x : sqrtf(x); }
+static inline double wv_f64_ceil(double x) { return x != x ? x + x : ceil(x); }
+static inline double wv_f64_floor(double x) { return x != x ? x + x : floor(x); }
+static inline double wv_f64_trunc(double x) { return x != x ? x + x : trunc(x); }
+static inline double wv_f64_nearest(double x) { return x != x ? x + x : nearbyint(x); }
+static inline double wv_f64_sqrt(double x) { return x != x ? x + x : sqrt(x); }
+/* Not foldable into a no-op for a signalling NaN: converting must quiet it. */
+static inline double wv_f64_promote_f32(float x) { return x != x ? (double)(x + x) : (double)x; }
+static inline float wv_f32_demote_f64(double x) { return x != x ? (float)(x + x) : (float)x; }
 #define wv_f32_convert_u64(x) ((float)(uint64_t)(x))
 #define wv_f64_convert_u64(x) ((double)(uint64_t)(x))
 "#;

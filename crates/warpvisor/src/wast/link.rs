@@ -28,6 +28,8 @@ pub enum Provider {
     Spectest,
     /// An instance created by the script.
     Instance(InstanceRef),
+    /// An instance the script created but warpvisor could not run, with the reason.
+    Unavailable(String),
 }
 
 /// A function an import is bound to.
@@ -126,6 +128,7 @@ pub fn resolve(
         let unknown = || LinkError::Unlinkable(format!("unknown import {what}"));
         let mismatch = || LinkError::Unlinkable(format!("incompatible import type for {what}"));
         match (&provider, kind) {
+            (Provider::Unavailable(why), _) => return Err(LinkError::Unsupported(why.clone())),
             (Provider::Spectest, ExportKind::Func(f)) => {
                 let ty = spectest_func(&name.name).ok_or_else(unknown)?;
                 if &ty != module.func_type(*f) {

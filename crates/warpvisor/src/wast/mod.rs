@@ -276,7 +276,10 @@ impl<'c> Script<'c> {
                     Some(Slot::Ready(i)) => {
                         self.registered.insert(name.to_string(), Provider::Instance(i));
                     }
-                    _ => {
+                    Some(Slot::Unavailable(why)) => {
+                        self.registered.insert(name.to_string(), Provider::Unavailable(why));
+                    }
+                    None => {
                         self.registered.remove(name);
                     }
                 }
@@ -363,7 +366,10 @@ pub fn run_script(name: &str, text: &str, config: &WastConfig) -> ScriptReport {
         name: name.to_string(),
         ..Default::default()
     };
-    let buf = match ParseBuffer::new(text) {
+    // The spec's names.wast uses bidirectional-override characters on purpose.
+    let mut lexer = wast::lexer::Lexer::new(text);
+    lexer.allow_confusing_unicode(true);
+    let buf = match ParseBuffer::new_with_lexer(lexer) {
         Ok(b) => b,
         Err(e) => {
             report.failures.push(format!("0: script does not lex: {e}"));

@@ -23,6 +23,8 @@ const FLAGS: &[&str] = &[
     "-ffp-contract=off",
     "-fno-fast-math",
     "-fno-math-errno",
+    // Keep `x - 0.0`, `x * 1.0` and friends: they must quiet a signalling NaN.
+    "-fsignaling-nans",
     "-w",
 ];
 
