@@ -708,7 +708,8 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         }
         let first_local = if self.cps { 0 } else { params.len() };
         for (i, t) in self.locals.iter().enumerate().skip(first_local) {
-            let _ = writeln!(out, "  {} l{i} = 0;", c_type(*t));
+            let zero = if matches!(t, ValType::Ref(_)) { "WV_NULL_REF" } else { "0" };
+            let _ = writeln!(out, "  {} l{i} = {zero};", c_type(*t));
         }
         for (pos, sfx) in &self.slots {
             let _ = writeln!(out, "  {} s{pos}_{sfx};", suffix_c_type(sfx));

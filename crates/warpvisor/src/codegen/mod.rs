@@ -263,10 +263,10 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
     for f in module.imported_funcs..n {
         let r = module.func_type(f as u32).results();
         if r.len() > 1 {
-            tuples.insert(r.to_vec());
+            tuples.insert((tuple_name(r), r.to_vec()));
         }
     }
-    for r in &tuples {
+    for (_, r) in &tuples {
         let _ = write!(out, "typedef struct {{");
         for (k, t) in r.iter().enumerate() {
             let _ = write!(out, " {} v{k};", c_type(*t));
