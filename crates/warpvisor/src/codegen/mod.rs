@@ -10,7 +10,6 @@ mod dialect;
 mod function;
 mod numeric;
 
-use std::collections::BTreeSet;
 use std::fmt::Write;
 
 pub use dialect::Dialect;
@@ -259,14 +258,14 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
     out.push_str(PRELUDE);
 
     // Result tuples of multi-value fastcalls.
-    let mut tuples = BTreeSet::new();
+    let mut tuples = std::collections::BTreeMap::new();
     for f in module.imported_funcs..n {
         let r = module.func_type(f as u32).results();
         if r.len() > 1 {
-            tuples.insert((tuple_name(r), r.to_vec()));
+            tuples.insert(tuple_name(r), r.to_vec());
         }
     }
-    for (_, r) in &tuples {
+    for r in tuples.values() {
         let _ = write!(out, "typedef struct {{");
         for (k, t) in r.iter().enumerate() {
             let _ = write!(out, " {} v{k};", c_type(*t));
