@@ -66,14 +66,18 @@ pub fn parse_arg(text: &str, ty: ValType) -> Result<Value, JobError> {
             if let Ok(v) = text.parse::<i32>() {
                 Ok(Value::I32(v))
             } else {
-                text.parse::<u32>().map(|v| Value::I32(v as i32)).map_err(|_| bad())
+                text.parse::<u32>()
+                    .map(|v| Value::I32(v as i32))
+                    .map_err(|_| bad())
             }
         }
         ValType::I64 => {
             if let Ok(v) = text.parse::<i64>() {
                 Ok(Value::I64(v))
             } else {
-                text.parse::<u64>().map(|v| Value::I64(v as i64)).map_err(|_| bad())
+                text.parse::<u64>()
+                    .map(|v| Value::I64(v as i64))
+                    .map_err(|_| bad())
             }
         }
         ValType::F32 | ValType::F64 => {
@@ -84,7 +88,9 @@ pub fn parse_arg(text: &str, ty: ValType) -> Result<Value, JobError> {
             if text == "null" {
                 Ok(Value::zero(ty))
             } else if r.is_extern_ref() {
-                text.parse::<u32>().map(|n| Value::ExternRef(Some(n))).map_err(|_| bad())
+                text.parse::<u32>()
+                    .map(|n| Value::ExternRef(Some(n)))
+                    .map_err(|_| bad())
             } else {
                 Err(bad())
             }
@@ -129,10 +135,20 @@ pub fn parse_job(line: &str, params: &[ValType]) -> Result<Vec<Value>, JobError>
             params.len()
         )));
     }
-    args.iter().zip(params).map(|(a, t)| json_arg(a, *t)).collect()
+    args.iter()
+        .zip(params)
+        .map(|(a, t)| json_arg(a, *t))
+        .collect()
 }
 
-fn float_json(is_nan: bool, canonical: bool, payload_hex: String, debug: String, negative: bool, infinite: bool) -> String {
+fn float_json(
+    is_nan: bool,
+    canonical: bool,
+    payload_hex: String,
+    debug: String,
+    negative: bool,
+    infinite: bool,
+) -> String {
     if is_nan {
         let sign = if negative { "-" } else { "" };
         if canonical {
@@ -141,7 +157,11 @@ fn float_json(is_nan: bool, canonical: bool, payload_hex: String, debug: String,
             format!("\"{sign}nan:0x{payload_hex}\"")
         }
     } else if infinite {
-        if negative { "\"-inf\"".into() } else { "\"inf\"".into() }
+        if negative {
+            "\"-inf\"".into()
+        } else {
+            "\"inf\"".into()
+        }
     } else {
         debug
     }
@@ -197,16 +217,28 @@ mod tests {
     fn floats_round_trip_with_signs_and_nans() {
         let v = parse_arg("-0.0", ValType::F64).unwrap();
         assert_eq!(value_json(&v), "-0.0");
-        assert_eq!(value_json(&parse_arg("nan", ValType::F32).unwrap()), "\"nan\"");
-        assert_eq!(value_json(&parse_arg("-inf", ValType::F64).unwrap()), "\"-inf\"");
-        assert_eq!(value_json(&parse_arg("nan:0x1", ValType::F32).unwrap()), "\"nan:0x1\"");
+        assert_eq!(
+            value_json(&parse_arg("nan", ValType::F32).unwrap()),
+            "\"nan\""
+        );
+        assert_eq!(
+            value_json(&parse_arg("-inf", ValType::F64).unwrap()),
+            "\"-inf\""
+        );
+        assert_eq!(
+            value_json(&parse_arg("nan:0x1", ValType::F32).unwrap()),
+            "\"nan:0x1\""
+        );
         assert_eq!(value_json(&parse_arg("2.5", ValType::F32).unwrap()), "2.5");
     }
 
     #[test]
     fn integers_keep_full_range() {
-        let job = parse_job(r#"{"args": [-2, 9223372036854775807, "nan"]}"#, &[ValType::I32, ValType::I64, ValType::F64])
-            .unwrap();
+        let job = parse_job(
+            r#"{"args": [-2, 9223372036854775807, "nan"]}"#,
+            &[ValType::I32, ValType::I64, ValType::F64],
+        )
+        .unwrap();
         assert_eq!(job[0], Value::I32(-2));
         assert_eq!(value_json(&job[1]), "9223372036854775807");
         assert!(parse_job(r#"{"args": [1.5]}"#, &[ValType::I32]).is_err());

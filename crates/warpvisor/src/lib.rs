@@ -6,10 +6,10 @@
 //! VMs: layout, instantiation, invocation, hypercalls). [`wast`] runs spec-test scripts on it.
 
 pub mod analysis;
+pub mod backend;
 pub mod codegen;
 pub mod frontend;
-pub mod backend;
+pub mod jobs;
 pub mod layout;
 pub mod vmm;
-pub mod jobs;
 pub mod wast;

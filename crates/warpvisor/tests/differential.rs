@@ -19,7 +19,9 @@ use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, TrapKind, Va
 
 fn seeds() -> std::ops::Range<u64> {
     let spec = std::env::var("WARPVISOR_DIFF_SEEDS").unwrap_or_else(|_| "0..120".into());
-    let (a, b) = spec.split_once("..").expect("WARPVISOR_DIFF_SEEDS looks like 0..100");
+    let (a, b) = spec
+        .split_once("..")
+        .expect("WARPVISOR_DIFF_SEEDS looks like 0..100");
     a.parse().expect("seed range start")..b.parse().expect("seed range end")
 }
 
@@ -78,14 +80,16 @@ fn module_for(seed: u64) -> Option<Vec<u8>> {
     for attempt in 0..16u64 {
         let bytes = random_bytes(seed.wrapping_mul(16).wrapping_add(attempt), 64 * 1024);
         let mut u = Unstructured::new(&bytes);
-        let Ok(mut m) = wasm_smith::Module::new(smith_config(), &mut u) else { continue };
+        let Ok(mut m) = wasm_smith::Module::new(smith_config(), &mut u) else {
+            continue;
+        };
         if m.ensure_termination(1_000).is_err() {
             continue;
         }
         let wasm = m.to_bytes();
-        let has_code = wasmparser::Parser::new(0)
-            .parse_all(&wasm)
-            .any(|p| matches!(p, Ok(wasmparser::Payload::CodeSectionStart { count, .. }) if count > 0));
+        let has_code = wasmparser::Parser::new(0).parse_all(&wasm).any(
+            |p| matches!(p, Ok(wasmparser::Payload::CodeSectionStart { count, .. }) if count > 0),
+        );
         if has_code {
             return Some(wasm);
         }
@@ -94,7 +98,16 @@ fn module_for(seed: u64) -> Option<Vec<u8>> {
 }
 
 fn arg_for(ty: &wasmparser::ValType, k: u64) -> Value {
-    const INTS: [i64; 8] = [0, 1, -1, 7, 0x7fff_ffff, -0x8000_0000, 65535, 0x1234_5678_9abc];
+    const INTS: [i64; 8] = [
+        0,
+        1,
+        -1,
+        7,
+        0x7fff_ffff,
+        -0x8000_0000,
+        65535,
+        0x1234_5678_9abc,
+    ];
     let i = INTS[(k % INTS.len() as u64) as usize];
     match ty {
         wasmparser::ValType::I32 => Value::I32(i as i32),
@@ -164,7 +177,8 @@ fn trap_name(e: &wasmtime::Error) -> String {
 /// Runs one module on both engines; returns a description of the first disagreement.
 fn compare(seed: u64, wasm: &[u8], engine: &Engine) -> Result<(), String> {
     // wasmtime
-    let module = wasmtime::Module::new(engine, wasm).map_err(|e| format!("wasmtime rejects: {e:#}"))?;
+    let module =
+        wasmtime::Module::new(engine, wasm).map_err(|e| format!("wasmtime rejects: {e:#}"))?;
     let mut store = Store::new(engine, ());
     let theirs_instance = Instance::new(&mut store, &module, &[]);
     // warpvisor
@@ -188,9 +202,16 @@ fn compare(seed: u64, wasm: &[u8], engine: &Engine) -> Result<(), String> {
         }
     };
     for export in &program.module.exports {
-        let ExportKind::Func(f) = export.kind else { continue };
+        let ExportKind::Func(f) = export.kind else {
+            continue;
+        };
         let ty = program.module.func_type(f).clone();
-        let args: Vec<Value> = ty.params().iter().enumerate().map(|(i, t)| arg_for(t, seed + i as u64)).collect();
+        let args: Vec<Value> = ty
+            .params()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| arg_for(t, seed + i as u64))
+            .collect();
         let func = instance
             .get_func(&mut store, &export.name)
             .ok_or("wasmtime lacks an export")?;
@@ -226,19 +247,31 @@ fn compare(seed: u64, wasm: &[u8], engine: &Engine) -> Result<(), String> {
                     .map(|g| render_theirs(&g.get(&mut store)));
                 let mine = fleet.global(1, &export.name).map(|v| render_ours(&v));
                 if theirs != mine {
-                    return Err(format!("global `{}`: wasmtime {theirs:?}, warpvisor {mine:?}", export.name));
+                    return Err(format!(
+                        "global `{}`: wasmtime {theirs:?}, warpvisor {mine:?}",
+                        export.name
+                    ));
                 }
             }
             ExportKind::Memory(_) => {
-                let mem = instance.get_memory(&mut store, &export.name).ok_or("no memory")?;
+                let mem = instance
+                    .get_memory(&mut store, &export.name)
+                    .ok_or("no memory")?;
                 let data = mem.data(&store);
                 let pages = fleet.buffers().mem_pages[1] as usize;
                 if pages * 65536 != data.len() {
-                    return Err(format!("memory size: wasmtime {}, warpvisor {}", data.len(), pages * 65536));
+                    return Err(format!(
+                        "memory size: wasmtime {}, warpvisor {}",
+                        data.len(),
+                        pages * 65536
+                    ));
                 }
                 let mine = fleet.buffers().read_memory(1, 0, data.len());
                 if let Some(i) = (0..data.len()).find(|&i| data[i] != mine[i]) {
-                    return Err(format!("memory byte {i}: wasmtime {}, warpvisor {}", data[i], mine[i]));
+                    return Err(format!(
+                        "memory byte {i}: wasmtime {}, warpvisor {}",
+                        data[i], mine[i]
+                    ));
                 }
             }
             _ => {}
@@ -256,7 +289,9 @@ fn random_modules_agree_with_wasmtime() {
     let mut compared = 0;
     let range = seeds();
     for seed in range.clone() {
-        let Some(wasm) = module_for(seed) else { continue };
+        let Some(wasm) = module_for(seed) else {
+            continue;
+        };
         compared += 1;
         if let Err(e) = compare(seed, &wasm, &engine) {
             let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("diff-failures");
@@ -266,9 +301,15 @@ fn random_modules_agree_with_wasmtime() {
             failures.push(seed);
         }
     }
-    eprintln!("{compared} modules compared over seeds {range:?}, {} disagreements", failures.len());
+    eprintln!(
+        "{compared} modules compared over seeds {range:?}, {} disagreements",
+        failures.len()
+    );
     assert!(failures.is_empty(), "disagreements at seeds {failures:?}");
-    assert!(compared * 10 >= (range.end - range.start) as usize * 9, "too few modules generated");
+    assert!(
+        compared * 10 >= (range.end - range.start) as usize * 9,
+        "too few modules generated"
+    );
 }
 
 #[test]
@@ -277,7 +318,12 @@ fn print_module_sizes() {
     for seed in 0..10 {
         let wasm = module_for(seed).unwrap();
         let m = warpvisor::frontend::load(&wasm).unwrap();
-        eprintln!("seed {seed}: {} bytes, {} funcs, {} exports", wasm.len(), m.funcs.len(), m.exports.len());
+        eprintln!(
+            "seed {seed}: {} bytes, {} funcs, {} exports",
+            wasm.len(),
+            m.funcs.len(),
+            m.exports.len()
+        );
     }
 }
 

@@ -151,7 +151,7 @@ mod tests {
     fn ops(wat: &str) -> Vec<Operator<'static>> {
         let bytes: &'static [u8] = Box::leak(wat::parse_str(wat).unwrap().into_boxed_slice());
         let m = crate::frontend::load(bytes).unwrap();
-        m.bodies[0].ops.clone()
+        m.bodies[1].ops.clone()
     }
 
     #[test]
@@ -162,7 +162,10 @@ mod tests {
             call $g
             (loop $l (local.get 1) (br_if $l))
             i32.const 0))"#);
-        let call = o.iter().position(|op| matches!(op, Operator::Call { .. })).unwrap();
+        let call = o
+            .iter()
+            .position(|op| matches!(op, Operator::Call { .. }))
+            .unwrap();
         let l = Liveness::new(&o, 2);
         assert!(!l.live_after(call, 0));
         assert!(l.live_after(call, 1));

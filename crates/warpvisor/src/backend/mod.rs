@@ -48,7 +48,11 @@ pub trait Backend: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Builds (or fetches from the cache) the device program for `source`.
-    fn load(&self, source: &KernelSource, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError>;
+    fn load(
+        &self,
+        source: &KernelSource,
+        options: &KernelOptions,
+    ) -> Result<Arc<dyn Kernel>, BackendError>;
 }
 
 /// A loaded kernel, ready to run fleets.

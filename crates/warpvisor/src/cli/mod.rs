@@ -77,7 +77,9 @@ impl FleetArgs {
 
     /// The selected backend.
     pub fn backend(&self) -> anyhow::Result<std::sync::Arc<dyn warpvisor::backend::Backend>> {
-        Ok(std::sync::Arc::new(warpvisor::backend::cpu::CpuBackend::new(self.workers)?))
+        Ok(std::sync::Arc::new(
+            warpvisor::backend::cpu::CpuBackend::new(self.workers)?,
+        ))
     }
 }
 

@@ -40,7 +40,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     }
     let bytes = read_file(&args.module)?;
     let backend = args.fleet.backend()?;
-    let program = Arc::new(Program::compile(&bytes, &args.fleet.kernel(), backend.as_ref())?);
+    let program = Arc::new(Program::compile(
+        &bytes,
+        &args.fleet.kernel(),
+        backend.as_ref(),
+    )?);
     if let Some((name, _)) = program.module.imports.first() {
         anyhow::bail!(
             "the module imports `{}`.`{}`, which `run --invoke` does not provide",
@@ -55,7 +59,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let params = program.module.func_type(func).params().to_vec();
     let jobs: Vec<Vec<warpvisor::vmm::Value>> = match &args.jobs {
         Some(path) => {
-            let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            let file = std::fs::File::open(path)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
             let mut jobs = Vec::new();
             for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
                 let line = line.map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
@@ -90,7 +95,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let outcomes = fleet.invoke_batched(&args.invoke, &jobs)?;
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
+            std::fs::File::create(p)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
         )),
         None => Box::new(std::io::BufWriter::new(std::io::stdout())),
     };
@@ -98,7 +104,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         writeln!(out, "{}", result_line(i, o))?;
     }
     out.flush()?;
-    let traps = outcomes.iter().filter(|o| matches!(o, Outcome::Trapped(_))).count();
-    eprintln!("{} jobs on {} VMs: {} returned, {} trapped", outcomes.len(), args.vms, outcomes.len() - traps, traps);
+    let traps = outcomes
+        .iter()
+        .filter(|o| matches!(o, Outcome::Trapped(_)))
+        .count();
+    eprintln!(
+        "{} jobs on {} VMs: {} returned, {} trapped",
+        outcomes.len(),
+        args.vms,
+        outcomes.len() - traps,
+        traps
+    );
     Ok(0)
 }

@@ -38,7 +38,10 @@ pub fn run(args: WastArgs) -> anyhow::Result<i32> {
     for f in &args.files {
         let text = String::from_utf8(read_file(f)?)
             .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", f.display()))?;
-        let name = f.file_name().map_or_else(|| f.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let name = f.file_name().map_or_else(
+            || f.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         scripts.push((name, text));
     }
     let next = Mutex::new(0usize);
@@ -56,14 +59,21 @@ pub fn run(args: WastArgs) -> anyhow::Result<i32> {
                     *n += 1;
                     i
                 };
-                let Some((name, text)) = scripts.get(i) else { break };
+                let Some((name, text)) = scripts.get(i) else {
+                    break;
+                };
                 let report = run_script(name, text, &config);
                 reports.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(report);
             });
         }
     });
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
-    for r in reports.into_inner().unwrap_or_else(|e| e.into_inner()).into_iter().flatten() {
+    for r in reports
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .flatten()
+    {
         println!(
             "{}: {} passed, {} failed, {} skipped",
             r.name,
@@ -76,7 +86,10 @@ pub fn run(args: WastArgs) -> anyhow::Result<i32> {
             println!("  FAIL {}:{f}", r.name);
         }
         if r.failures.len() > shown {
-            println!("  ... {} more failures (--verbose shows all)", r.failures.len() - shown);
+            println!(
+                "  ... {} more failures (--verbose shows all)",
+                r.failures.len() - shown
+            );
         }
         for s in &r.skips {
             println!("  skip {}:{s}", r.name);

@@ -86,10 +86,14 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
 
     /// Translates the body and returns the complete C definition.
     pub(super) fn emit(mut self) -> Result<String, CodegenError> {
-        let body = self.ctx.module.body(self.func).ok_or_else(|| CodegenError::Internal {
-            function: self.ctx.module.func_display_name(self.func),
-            message: "no body".into(),
-        })?;
+        let body = self
+            .ctx
+            .module
+            .body(self.func)
+            .ok_or_else(|| CodegenError::Internal {
+                function: self.ctx.module.func_display_name(self.func),
+                message: "no body".into(),
+            })?;
         if self.cps {
             self.liveness = Some(Liveness::new(&body.ops, self.locals.len()));
         }
@@ -140,7 +144,10 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
     }
 
     fn pop(&mut self) -> Result<String, CodegenError> {
-        let ty = self.stack.pop().ok_or_else(|| self.internal("operand stack underflow"))?;
+        let ty = self
+            .stack
+            .pop()
+            .ok_or_else(|| self.internal("operand stack underflow"))?;
         let pos = self.stack.len();
         Ok(self.slot(pos, ty))
     }
@@ -292,14 +299,19 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 self.line(&format!("if (!{cond}) goto L{label}_else; /* if */"));
             }
             O::Else => {
-                let c = self.ctrl.last().cloned().ok_or_else(|| self.internal("else"))?;
+                let c = self
+                    .ctrl
+                    .last()
+                    .cloned()
+                    .ok_or_else(|| self.internal("else"))?;
                 if c.dead {
                     return Ok(());
                 }
                 if !c.unreachable {
                     self.line(&format!("goto L{}_end;", c.label));
                 }
-                self.body.push_str(&format!("L{}_else:; /* else */\n", c.label));
+                self.body
+                    .push_str(&format!("L{}_else:; /* else */\n", c.label));
                 self.stack.truncate(c.height);
                 self.stack.extend(&c.params);
                 if let Some(top) = self.ctrl.last_mut() {
@@ -316,7 +328,9 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             O::BrIf { relative_depth } => {
                 let cond = self.pop()?;
                 let code = self.branch_code(*relative_depth)?;
-                self.line(&format!("if ({cond}) {{ {code} }} /* br_if {relative_depth} */"));
+                self.line(&format!(
+                    "if ({cond}) {{ {code} }} /* br_if {relative_depth} */"
+                ));
             }
             O::BrTable { targets } => {
                 let index = self.pop()?;
@@ -343,7 +357,10 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             }
             O::Select | O::TypedSelect { .. } | O::TypedSelectMulti { .. } => {
                 let c = self.pop()?;
-                let ty = *self.stack.last().ok_or_else(|| self.internal("select operand"))?;
+                let ty = *self
+                    .stack
+                    .last()
+                    .ok_or_else(|| self.internal("select operand"))?;
                 let b = self.pop()?;
                 let a = self.pop()?;
                 let d = self.push(ty);
@@ -366,13 +383,17 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 let ty = self.global_type(*global_index)?;
                 let d = self.push(ty);
                 let sfx = slot_suffix(ty);
-                self.line(&format!("{d} = wv_dec_{sfx}(WV_GLB({global_index})); /* global.get */"));
+                self.line(&format!(
+                    "{d} = wv_dec_{sfx}(WV_GLB({global_index})); /* global.get */"
+                ));
             }
             O::GlobalSet { global_index } => {
                 let ty = self.global_type(*global_index)?;
                 let s = self.pop()?;
                 let sfx = slot_suffix(ty);
-                self.line(&format!("WV_GLB({global_index}) = wv_enc_{sfx}({s}); /* global.set */"));
+                self.line(&format!(
+                    "WV_GLB({global_index}) = wv_enc_{sfx}({s}); /* global.set */"
+                ));
             }
             O::Call { function_index } => self.call(*function_index)?,
             O::CallIndirect {
@@ -395,12 +416,16 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             O::TableGet { table } => {
                 let i = self.pop()?;
                 let d = self.push(ValType::FUNCREF);
-                self.line(&format!("WV_CHECK(wv_table_get(f, vm, {table}, {i}, &{d})); /* table.get */"));
+                self.line(&format!(
+                    "WV_CHECK(wv_table_get(f, vm, {table}, {i}, &{d})); /* table.get */"
+                ));
             }
             O::TableSet { table } => {
                 let r = self.pop()?;
                 let i = self.pop()?;
-                self.line(&format!("WV_CHECK(wv_table_set(f, vm, {table}, {i}, {r})); /* table.set */"));
+                self.line(&format!(
+                    "WV_CHECK(wv_table_set(f, vm, {table}, {i}, {r})); /* table.set */"
+                ));
             }
             O::TableSize { table } => {
                 let d = self.push(ValType::I32);
@@ -410,13 +435,17 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 let n = self.pop()?;
                 let r = self.pop()?;
                 let d = self.push(ValType::I32);
-                self.line(&format!("{d} = wv_table_grow(f, vm, {table}, {r}, {n}); /* table.grow */"));
+                self.line(&format!(
+                    "{d} = wv_table_grow(f, vm, {table}, {r}, {n}); /* table.grow */"
+                ));
             }
             O::TableFill { table } => {
                 let n = self.pop()?;
                 let r = self.pop()?;
                 let i = self.pop()?;
-                self.line(&format!("WV_CHECK(wv_table_fill(f, vm, {table}, {i}, {r}, {n})); /* table.fill */"));
+                self.line(&format!(
+                    "WV_CHECK(wv_table_fill(f, vm, {table}, {i}, {r}, {n})); /* table.fill */"
+                ));
             }
             O::TableCopy {
                 dst_table,
@@ -438,7 +467,9 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 ));
             }
             O::ElemDrop { elem_index } => {
-                self.line(&format!("WV_DROPPED(WV_NUM_DATAS + {elem_index}) = 1; /* elem.drop */"));
+                self.line(&format!(
+                    "WV_DROPPED(WV_NUM_DATAS + {elem_index}) = 1; /* elem.drop */"
+                ));
             }
             O::MemoryInit { data_index, .. } => {
                 let n = self.pop()?;
@@ -455,13 +486,17 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 let n = self.pop()?;
                 let s = self.pop()?;
                 let d = self.pop()?;
-                self.line(&format!("WV_CHECK(wv_memory_copy(f, vm, {d}, {s}, {n})); /* memory.copy */"));
+                self.line(&format!(
+                    "WV_CHECK(wv_memory_copy(f, vm, {d}, {s}, {n})); /* memory.copy */"
+                ));
             }
             O::MemoryFill { .. } => {
                 let n = self.pop()?;
                 let val = self.pop()?;
                 let d = self.pop()?;
-                self.line(&format!("WV_CHECK(wv_memory_fill(f, vm, {d}, {val}, {n})); /* memory.fill */"));
+                self.line(&format!(
+                    "WV_CHECK(wv_memory_fill(f, vm, {d}, {val}, {n})); /* memory.fill */"
+                ));
             }
             other => {
                 let tpl = numeric::template(other).ok_or_else(|| CodegenError::Unsupported {
@@ -505,7 +540,10 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
     }
 
     fn end(&mut self) -> Result<(), CodegenError> {
-        let c = self.ctrl.pop().ok_or_else(|| self.internal("unbalanced end"))?;
+        let c = self
+            .ctrl
+            .pop()
+            .ok_or_else(|| self.internal("unbalanced end"))?;
         if c.dead {
             return Ok(());
         }
@@ -521,7 +559,8 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             self.body.push_str(&format!("L{}_else:;\n", c.label));
         }
         if c.kind != CtrlKind::Loop {
-            self.body.push_str(&format!("L{}_end:; /* end */\n", c.label));
+            self.body
+                .push_str(&format!("L{}_end:; /* end */\n", c.label));
         }
         self.stack.truncate(c.height);
         self.stack.extend(&c.results);
@@ -593,7 +632,10 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         if self.cps {
             return self.yield_call("callee", ty.params(), ty.results(), "/* call_indirect */");
         }
-        let targets = self.ctx.graph.indirect_targets(self.ctx.module, self.ctx.sigs, sig);
+        let targets = self
+            .ctx
+            .graph
+            .indirect_targets(self.ctx.module, self.ctx.sigs, sig);
         let args = self.call_args(ty.params());
         let base = self.stack.len();
         let mut code = String::from("switch (callee) {\n");
@@ -658,7 +700,12 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         ));
         let mut pass = String::new();
         for (i, (a, ty)) in args.iter().zip(params).enumerate() {
-            let _ = write!(pass, "WV_STK(nfp + {}) = wv_enc_{}({a}); ", 3 + i, slot_suffix(*ty));
+            let _ = write!(
+                pass,
+                "WV_STK(nfp + {}) = wv_enc_{}({a}); ",
+                3 + i,
+                slot_suffix(*ty)
+            );
         }
         self.line(&format!("{pass}WV_ENTER(nfp); return;"));
         self.body.push_str(&format!("wv_resume_{k}:;\n"));
@@ -683,8 +730,16 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         let mut out = String::new();
         let sig = format!(
             "({}) -> ({})",
-            params.iter().map(|t| slot_suffix(*t)).collect::<Vec<_>>().join(", "),
-            self.results.iter().map(|t| slot_suffix(*t)).collect::<Vec<_>>().join(", ")
+            params
+                .iter()
+                .map(|t| slot_suffix(*t))
+                .collect::<Vec<_>>()
+                .join(", "),
+            self.results
+                .iter()
+                .map(|t| slot_suffix(*t))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
         let frame_words = 3 + self.saved_words.max(params.len());
         if self.cps {
@@ -693,7 +748,11 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 "/* func {} \"{name}\" {sig}: continuation, frame of {frame_words} words */",
                 self.func
             );
-            let _ = writeln!(out, "static void wv_k{}(wv_fleet *f, uint32_t vm) {{", self.func);
+            let _ = writeln!(
+                out,
+                "static void wv_k{}(wv_fleet *f, uint32_t vm) {{",
+                self.func
+            );
         } else {
             let _ = writeln!(out, "/* func {} \"{name}\" {sig}: fastcall */", self.func);
             let _ = writeln!(out, "{} {{", fastcall_signature(self.ctx, self.func));
@@ -708,7 +767,11 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         }
         let first_local = if self.cps { 0 } else { params.len() };
         for (i, t) in self.locals.iter().enumerate().skip(first_local) {
-            let zero = if matches!(t, ValType::Ref(_)) { "WV_NULL_REF" } else { "0" };
+            let zero = if matches!(t, ValType::Ref(_)) {
+                "WV_NULL_REF"
+            } else {
+                "0"
+            };
             let _ = writeln!(out, "  {} l{i} = {zero};", c_type(*t));
         }
         for (pos, sfx) in &self.slots {
@@ -725,7 +788,12 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 "  if ((uint64_t)fp + {frame_words} > f->stack_words) WV_TRAP(WV_TRAP_STACK_OVERFLOW);"
             );
             for (i, t) in params.iter().enumerate() {
-                let _ = writeln!(out, "  l{i} = wv_dec_{}(WV_STK(fp + {}));", slot_suffix(*t), 3 + i);
+                let _ = writeln!(
+                    out,
+                    "  l{i} = wv_dec_{}(WV_STK(fp + {}));",
+                    slot_suffix(*t),
+                    3 + i
+                );
             }
         }
         out.push_str(&self.body.replace("@FRAME@", &frame_words.to_string()));
@@ -737,7 +805,11 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 0 => out.push_str("  return;\n"),
                 1 => out.push_str("  return 0;\n"),
                 _ => {
-                    let _ = writeln!(out, "  {{ {} r_ = {{0}}; return r_; }}", tuple_name(&self.results));
+                    let _ = writeln!(
+                        out,
+                        "  {{ {} r_ = {{0}}; return r_; }}",
+                        tuple_name(&self.results)
+                    );
                 }
             }
         }
@@ -775,7 +847,13 @@ fn suffix_c_type(sfx: &str) -> &'static str {
 /// Makes a name safe inside a C comment.
 pub(super) fn sanitize_comment(s: &str) -> String {
     s.chars()
-        .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
         .collect::<String>()
         .replace("*/", "*?")
         .replace("/*", "?*")
@@ -789,7 +867,11 @@ fn operator_name(op: &Operator<'_>) -> String {
     let mut out = String::new();
     for (i, ch) in head.chars().enumerate() {
         if ch.is_ascii_uppercase() && i > 0 {
-            out.push(if out.len() == 3 && out.starts_with(['i', 'f']) { '.' } else { '_' });
+            out.push(if out.len() == 3 && out.starts_with(['i', 'f']) {
+                '.'
+            } else {
+                '_'
+            });
         }
         out.push(ch.to_ascii_lowercase());
     }

@@ -139,7 +139,10 @@ fn const_array(out: &mut String, name: &str, values: &[u32]) {
 }
 
 /// Computes the layout facts of `module` under `options`.
-pub fn kernel_layout(module: &Module<'_>, options: &KernelOptions) -> Result<KernelLayout, CodegenError> {
+pub fn kernel_layout(
+    module: &Module<'_>,
+    options: &KernelOptions,
+) -> Result<KernelLayout, CodegenError> {
     let mut table_caps = Vec::new();
     let mut table_base = Vec::new();
     let mut words: u64 = 0;
@@ -228,14 +231,28 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
         out,
         "/* warpvisor kernel: {} functions ({} continuation, {} fastcall), interleave {} */",
         n,
-        graph.yields.iter().skip(module.imported_funcs).filter(|y| **y).count(),
-        graph.yields.iter().skip(module.imported_funcs).filter(|y| !**y).count(),
+        graph
+            .yields
+            .iter()
+            .skip(module.imported_funcs)
+            .filter(|y| **y)
+            .count(),
+        graph
+            .yields
+            .iter()
+            .skip(module.imported_funcs)
+            .filter(|y| !**y)
+            .count(),
         options.interleave
     );
     out.push_str(options.dialect.header());
     let _ = writeln!(out, "#define WV_INTERLEAVE {}", options.interleave);
     let _ = writeln!(out, "#define WV_NUM_FUNCS {n}u");
-    let _ = writeln!(out, "#define WV_NUM_GLOBALS {}u", module.globals.len().max(1));
+    let _ = writeln!(
+        out,
+        "#define WV_NUM_GLOBALS {}u",
+        module.globals.len().max(1)
+    );
     let _ = writeln!(out, "#define WV_NUM_TABLES {}u", module.tables.len().max(1));
     let _ = writeln!(out, "#define WV_TABLE_WORDS {}u", layout.table_words);
     let _ = writeln!(out, "#define WV_NUM_DATAS {}u", module.datas.len());
@@ -290,19 +307,21 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
 
     // Entry shims: start a fastcall from a frame on the call stack.
     out.push_str("\n/* ---- entry shims: fastcalls started by the trampoline ---- */\n");
-    for f in module.imported_funcs..n {
-        if dispatchable[f] && !graph.yields[f] {
+    for (f, &d) in dispatchable.iter().enumerate().skip(module.imported_funcs) {
+        if d && !graph.yields[f] {
             out.push_str(&entry_shim(&ctx, f as u32));
         }
     }
 
     // The trampoline.
-    out.push_str("\n/* ---- trampoline: runs a VM until it finishes, traps or makes a hypercall ---- */\n");
+    out.push_str(
+        "\n/* ---- trampoline: runs a VM until it finishes, traps or makes a hypercall ---- */\n",
+    );
     out.push_str("static void wv_trampoline(wv_fleet *f, uint32_t vm) {\n");
     out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
     out.push_str("  while (v->status == WV_RUNNING) {\n");
     out.push_str("    switch ((uint32_t)WV_STK(v->fp + 1)) {\n");
-    for f in 0..n {
+    for (f, &d) in dispatchable.iter().enumerate() {
         if f < module.imported_funcs {
             let _ = writeln!(
                 out,
@@ -311,7 +330,7 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
             );
         } else if graph.yields[f] {
             let _ = writeln!(out, "      case {f}: wv_k{f}(f, vm); break;");
-        } else if dispatchable[f] {
+        } else if d {
             let _ = writeln!(out, "      case {f}: wv_e{f}(f, vm); break;");
         }
     }
@@ -335,7 +354,11 @@ fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
         .enumerate()
         .map(|(i, t)| format!("wv_dec_{}(WV_STK(fp + {}))", slot_suffix(*t), 3 + i))
         .collect();
-    let call = format!("wv_f{func}(f, vm{}{})", if args.is_empty() { "" } else { ", " }, args.join(", "));
+    let call = format!(
+        "wv_f{func}(f, vm{}{})",
+        if args.is_empty() { "" } else { ", " },
+        args.join(", ")
+    );
     match ty.results().len() {
         0 => {
             let _ = writeln!(out, "  {call};");
@@ -351,7 +374,11 @@ fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
     match ty.results().len() {
         0 => {}
         1 => {
-            let _ = writeln!(out, "  WV_RET(0) = wv_enc_{}(r_);", slot_suffix(ty.results()[0]));
+            let _ = writeln!(
+                out,
+                "  WV_RET(0) = wv_enc_{}(r_);",
+                slot_suffix(ty.results()[0])
+            );
         }
         _ => {
             for (k, t) in ty.results().iter().enumerate() {
@@ -361,4 +388,68 @@ fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
     }
     out.push_str("  wv_pop_frame(f, vm, fp);\n}\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kernel(wat: &str) -> String {
+        let bytes = wat::parse_str(wat).unwrap();
+        let m = crate::frontend::load(&bytes).unwrap();
+        emit(&m, &KernelOptions::default()).unwrap().code
+    }
+
+    #[test]
+    fn recursion_makes_a_continuation_and_leaves_fastcalls_plain() {
+        let c = kernel(
+            r#"(module
+              (func $leaf (param i32) (result i32) (i32.div_s (local.get 0) (i32.const 3)))
+              (func $rec (export "rec") (param i32) (result i32)
+                (if (result i32) (local.get 0)
+                  (then (call $rec (i32.sub (local.get 0) (i32.const 1))))
+                  (else (call $leaf (i32.const 9))))))"#,
+        );
+        assert!(
+            c.contains("/* func 0 \"leaf\" (i32) -> (i32): fastcall */"),
+            "{c}"
+        );
+        assert!(c.contains("static uint32_t wv_f0(wv_fleet *f, uint32_t vm, uint32_t l0)"));
+        assert!(c.contains("/* func 1 \"rec\" (i32) -> (i32): continuation"));
+        assert!(c.contains("static void wv_k1(wv_fleet *f, uint32_t vm)"));
+        assert!(
+            c.contains("WV_I32_DIV_S("),
+            "trapping division uses the prelude helper"
+        );
+        assert!(c.contains("/* call rec */ /* yield point 1 */"));
+        assert!(
+            c.contains("case 1: wv_k1(f, vm); break;"),
+            "trampoline dispatches the continuation"
+        );
+    }
+
+    #[test]
+    fn frames_save_only_live_locals() {
+        // Local 1 is dead after the recursive call, local 2 is live.
+        let c = kernel(
+            r#"(module (func $f (export "f") (param i32) (result i32) (local i32 i32)
+                 (local.set 1 (i32.const 5)) (local.set 2 (local.get 1))
+                 (drop (call $f (local.get 1)))
+                 (local.get 2)))"#,
+        );
+        assert!(c.contains("WV_STK(fp + 3) = wv_enc_i32(l2);"), "{c}");
+        assert!(!c.contains("wv_enc_i32(l1)"), "dead local saved: {c}");
+        assert!(!c.contains("wv_enc_i32(l0)"), "dead parameter saved: {c}");
+    }
+
+    #[test]
+    fn interleave_outside_0_4_8_is_rejected() {
+        let bytes = wat::parse_str("(module)").unwrap();
+        let m = crate::frontend::load(&bytes).unwrap();
+        let o = KernelOptions {
+            interleave: 2,
+            ..KernelOptions::default()
+        };
+        assert!(matches!(emit(&m, &o), Err(CodegenError::Limit(_))));
+    }
 }

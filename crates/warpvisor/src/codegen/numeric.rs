@@ -44,12 +44,20 @@ pub fn template(op: &Operator<'_>) -> Option<Template> {
         O::F32Const { value } => expr(
             &[],
             F32,
-            &format!("wv_f32_from_bits({:#010x}u) /* {} */", value.bits(), f32::from_bits(value.bits())),
+            &format!(
+                "wv_f32_from_bits({:#010x}u) /* {} */",
+                value.bits(),
+                f32::from_bits(value.bits())
+            ),
         ),
         O::F64Const { value } => expr(
             &[],
             F64,
-            &format!("wv_f64_from_bits({:#018x}ull) /* {} */", value.bits(), f64::from_bits(value.bits())),
+            &format!(
+                "wv_f64_from_bits({:#018x}ull) /* {} */",
+                value.bits(),
+                f64::from_bits(value.bits())
+            ),
         ),
         // i32
         O::I32Eqz => expr(I, I32, "$0 == 0"),
@@ -217,13 +225,21 @@ pub fn template(op: &Operator<'_>) -> Option<Template> {
         O::I64Store16 { memarg } => store(&[I32, I64], "$1", 2, memarg.offset),
         O::I64Store32 { memarg } => store(&[I32, I64], "$1", 4, memarg.offset),
         O::MemorySize { .. } => expr(&[], I32, "(uint32_t)(msz >> 16)"),
-        O::MemoryGrow { .. } => t(I, I32, "$d = wv_memory_grow(f, vm, $0); msz = WV_MEM_BYTES();"),
+        O::MemoryGrow { .. } => t(
+            I,
+            I32,
+            "$d = wv_memory_grow(f, vm, $0); msz = WV_MEM_BYTES();",
+        ),
         _ => None,
     }
 }
 
 fn load(ty: ValType, conv: &str, width: u32, offset: u64) -> Option<Template> {
-    t(&[I32], ty, &format!("WV_LOAD($d, {conv}, $0, {offset}ull, {width});"))
+    t(
+        &[I32],
+        ty,
+        &format!("WV_LOAD($d, {conv}, $0, {offset}ull, {width});"),
+    )
 }
 
 fn store(inputs: &'static [ValType], value: &str, width: u32, offset: u64) -> Option<Template> {

@@ -143,7 +143,7 @@ fn const_expr(expr: &wasmparser::ConstExpr<'_>) -> ParseResult<ConstExpr> {
         _ => {
             return Err(FrontendError::Invalid {
                 message: "unsupported constant expression".into(),
-                offset: reader.original_position() as u64,
+                offset: reader.original_position(),
             })
         }
     })

@@ -34,11 +34,12 @@ impl InterleavedLayout {
 
     /// Buffer index of byte `offset` of VM `vm`'s memory.
     pub fn cell_addr(&self, vm: u32, offset: u64) -> usize {
-        let i = self.interleave as u64;
-        let addr = if i == 0 {
-            vm as u64 * self.mem_stride() + offset
-        } else {
-            (offset / i) * (self.num_vms as u64 * i) + vm as u64 * i + offset % i
+        let addr = match std::num::NonZeroU64::new(self.interleave as u64) {
+            None => vm as u64 * self.mem_stride() + offset,
+            Some(i) => {
+                let i = i.get();
+                (offset / i) * (self.num_vms as u64 * i) + vm as u64 * i + offset % i
+            }
         };
         addr as usize
     }
@@ -83,7 +84,10 @@ mod tests {
             let mut seen = std::collections::HashSet::new();
             for vm in 0..3 {
                 for off in 0..PAGE {
-                    assert!(seen.insert(l.cell_addr(vm, off)), "interleave {i}: collision");
+                    assert!(
+                        seen.insert(l.cell_addr(vm, off)),
+                        "interleave {i}: collision"
+                    );
                     assert!((l.cell_addr(vm, off) as u64) < l.mem_bytes());
                 }
             }

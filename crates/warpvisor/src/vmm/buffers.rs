@@ -129,8 +129,16 @@ impl FleetBuffers {
             tables: zeroed_vec(n * table_words as u64, "tables")?,
             table_sizes: zeroed_vec(n * num_tables.max(1) as u64, "table sizes")?,
             dropped: zeroed_vec(n * num_segments.max(1) as u64, "segment flags")?,
-            data_blob: if data_blob.is_empty() { vec![0] } else { data_blob },
-            elem_blob: if elem_blob.is_empty() { vec![0] } else { elem_blob },
+            data_blob: if data_blob.is_empty() {
+                vec![0]
+            } else {
+                data_blob
+            },
+            elem_blob: if elem_blob.is_empty() {
+                vec![0]
+            } else {
+                elem_blob
+            },
             stack: zeroed_vec(n * layout.stack_words as u64, "call stacks")?,
             ret: zeroed_vec(n * ret_words as u64, "result words")?,
             vms: zeroed_vec(n, "VM states")?,

@@ -50,7 +50,13 @@ pub trait HostFunctions {
 pub struct NoHost;
 
 impl HostFunctions for NoHost {
-    fn call(&mut self, _: &mut FleetBuffers, _: u32, _: u32, _: &[Value]) -> Result<Vec<Value>, TrapKind> {
+    fn call(
+        &mut self,
+        _: &mut FleetBuffers,
+        _: u32,
+        _: u32,
+        _: &[Value],
+    ) -> Result<Vec<Value>, TrapKind> {
         Err(TrapKind::HostError)
     }
 }
@@ -105,7 +111,11 @@ fn eval(expr: &ConstExpr, globals: &[Value], ty: ValType) -> Value {
 
 impl Fleet {
     /// Allocates a fleet for `program` and instantiates every VM.
-    pub fn new(program: Arc<Program>, config: FleetConfig, imports: Imports) -> Result<Fleet, VmmError> {
+    pub fn new(
+        program: Arc<Program>,
+        config: FleetConfig,
+        imports: Imports,
+    ) -> Result<Fleet, VmmError> {
         let m = &program.module;
         if config.num_vms == 0 {
             return Err(VmmError::Limit("a fleet needs at least one VM".into()));
@@ -126,7 +136,9 @@ impl Fleet {
             num_vms: config.num_vms,
             interleave: program.options.interleave,
             max_pages: max_pages as u32,
-            stack_words: config.stack_words.max(FRAME_HEADER + program.layout.ret_words),
+            stack_words: config
+                .stack_words
+                .max(FRAME_HEADER + program.layout.ret_words),
             num_globals: m.globals.len().max(1) as u32,
         };
         let mut table_initial = Vec::new();
@@ -137,7 +149,9 @@ impl Fleet {
                 _ => t.initial,
             };
             if initial > program.layout.table_caps[i] as u64 {
-                return Err(VmmError::Limit(format!("table {i} is larger than its capacity")));
+                return Err(VmmError::Limit(format!(
+                    "table {i} is larger than its capacity"
+                )));
             }
             table_initial.push(initial as u32);
         }
@@ -158,7 +172,11 @@ impl Fleet {
                 elem_blob.push(v.to_word() as u32);
             }
         }
-        let data_blob: Vec<u8> = m.datas.iter().flat_map(|d| d.bytes.iter().copied()).collect();
+        let data_blob: Vec<u8> = m
+            .datas
+            .iter()
+            .flat_map(|d| d.bytes.iter().copied())
+            .collect();
         let buffers = FleetBuffers::new(
             layout,
             m.tables.len() as u32,
@@ -294,7 +312,10 @@ impl Fleet {
         }
         if let Some(start) = m.start {
             let outcomes = self.run_function(start, &vec![Vec::new(); n as usize])?;
-            if let Some(Outcome::Trapped(kind)) = outcomes.into_iter().find(|o| matches!(o, Outcome::Trapped(_))) {
+            if let Some(Outcome::Trapped(kind)) = outcomes
+                .into_iter()
+                .find(|o| matches!(o, Outcome::Trapped(_)))
+            {
                 return Err(VmmError::InstantiationTrap(kind));
             }
         }
@@ -309,11 +330,17 @@ impl Fleet {
         };
         let ty = self.program.module.func_type(func).clone();
         for a in args {
-            let ok = a.len() == ty.params().len() && a.iter().zip(ty.params()).all(|(v, t)| v.has_type(*t));
+            let ok = a.len() == ty.params().len()
+                && a.iter().zip(ty.params()).all(|(v, t)| v.has_type(*t));
             if !ok {
                 return Err(VmmError::BadArguments {
                     name: name.to_string(),
-                    expected: ty.params().iter().map(|t| format!("{t}")).collect::<Vec<_>>().join(", "),
+                    expected: ty
+                        .params()
+                        .iter()
+                        .map(|t| format!("{t}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     got: format!("{a:?}"),
                 });
             }
@@ -330,7 +357,11 @@ impl Fleet {
 
     /// Invokes export `name` once per job, in batches of at most one job per VM; every batch
     /// after the first starts from freshly instantiated VMs.
-    pub fn invoke_batched(&mut self, name: &str, jobs: &[Vec<Value>]) -> Result<Vec<Outcome>, VmmError> {
+    pub fn invoke_batched(
+        &mut self,
+        name: &str,
+        jobs: &[Vec<Value>],
+    ) -> Result<Vec<Outcome>, VmmError> {
         let mut outcomes = Vec::with_capacity(jobs.len());
         for (i, batch) in jobs.chunks(self.num_vms() as usize).enumerate() {
             if i > 0 {
@@ -355,7 +386,11 @@ impl Fleet {
 
     /// Invokes function `func` (any function index) on the first `args.len()` VMs. Arguments
     /// are not type-checked here: [`Fleet::invoke`] does that for exports.
-    pub fn invoke_function(&mut self, func: u32, args: &[Vec<Value>]) -> Result<Vec<Outcome>, VmmError> {
+    pub fn invoke_function(
+        &mut self,
+        func: u32,
+        args: &[Vec<Value>],
+    ) -> Result<Vec<Outcome>, VmmError> {
         self.run_function(func, args)
     }
 
@@ -363,7 +398,9 @@ impl Fleet {
         let layout = self.buffers.layout;
         let n = layout.num_vms;
         if FRAME_HEADER as usize + args.first().map_or(0, Vec::len) > layout.stack_words as usize {
-            return Err(VmmError::Limit("call stack too small for the arguments".into()));
+            return Err(VmmError::Limit(
+                "call stack too small for the arguments".into(),
+            ));
         }
         for vm in 0..n {
             let b = &mut self.buffers;
@@ -433,7 +470,8 @@ impl Fleet {
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
-                    let w = self.buffers.stack[layout.stack_index(vm, ctl.fp + FRAME_HEADER + i as u32)];
+                    let w = self.buffers.stack
+                        [layout.stack_index(vm, ctl.fp + FRAME_HEADER + i as u32)];
                     Value::from_word(*t, w)
                 })
                 .collect();

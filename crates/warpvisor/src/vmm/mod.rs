@@ -77,7 +77,11 @@ pub struct Program {
 
 impl Program {
     /// Validates, translates and loads `wasm` (binary or text) on `backend`.
-    pub fn compile(wasm: &[u8], options: &KernelOptions, backend: &dyn Backend) -> Result<Program, VmmError> {
+    pub fn compile(
+        wasm: &[u8],
+        options: &KernelOptions,
+        backend: &dyn Backend,
+    ) -> Result<Program, VmmError> {
         let binary = frontend::to_binary(wasm)?;
         let module = frontend::load(&binary)?;
         let source = codegen::emit(&module, options)?;

@@ -61,7 +61,14 @@ impl Value {
 
     /// The zero value of `ty`.
     pub fn zero(ty: ValType) -> Value {
-        Value::from_word(ty, if matches!(ty, ValType::Ref(_)) { NULL_REF as u64 } else { 0 })
+        Value::from_word(
+            ty,
+            if matches!(ty, ValType::Ref(_)) {
+                NULL_REF as u64
+            } else {
+                0
+            },
+        )
     }
 }
 

@@ -45,7 +45,13 @@ struct ScriptHost {
 }
 
 impl HostFunctions for ScriptHost {
-    fn call(&mut self, _: &mut FleetBuffers, _vm: u32, import: u32, args: &[Value]) -> Result<Vec<Value>, TrapKind> {
+    fn call(
+        &mut self,
+        _: &mut FleetBuffers,
+        _vm: u32,
+        import: u32,
+        args: &[Value],
+    ) -> Result<Vec<Value>, TrapKind> {
         match self.funcs.get(import as usize) {
             Some(Bound::Print) => Ok(Vec::new()),
             Some(Bound::Export(instance, func)) => {
@@ -122,8 +128,9 @@ pub fn resolve(
     let mut funcs = Vec::new();
     let mut imports = Imports::default();
     for (name, kind) in &module.imports {
-        let provider = lookup(&name.module)
-            .ok_or_else(|| LinkError::Unlinkable(format!("unknown import module `{}`", name.module)))?;
+        let provider = lookup(&name.module).ok_or_else(|| {
+            LinkError::Unlinkable(format!("unknown import module `{}`", name.module))
+        })?;
         let what = format!("`{}`.`{}`", name.module, name.name);
         let unknown = || LinkError::Unlinkable(format!("unknown import {what}"));
         let mismatch = || LinkError::Unlinkable(format!("incompatible import type for {what}"));
@@ -149,7 +156,9 @@ pub fn resolve(
                     return Err(unknown());
                 }
                 let decl = &module.tables[*t as usize];
-                if decl.element != RefType::FUNCREF || !limits_match((10, Some(20)), (decl.initial, decl.maximum)) {
+                if decl.element != RefType::FUNCREF
+                    || !limits_match((10, Some(20)), (decl.initial, decl.maximum))
+                {
                     return Err(mismatch());
                 }
                 imports.tables.push((10, Some(20)));
@@ -195,10 +204,14 @@ pub fn resolve(
                         let have = &exporter.tables[et as usize];
                         let want = &module.tables[*t as usize];
                         let size = fleet.buffers().table_sizes[et as usize] as u64;
-                        if have.element != want.element || !limits_match((size, have.maximum), (want.initial, want.maximum)) {
+                        if have.element != want.element
+                            || !limits_match((size, have.maximum), (want.initial, want.maximum))
+                        {
                             return Err(mismatch());
                         }
-                        return Err(LinkError::Unsupported(format!("table {what} shared between instances")));
+                        return Err(LinkError::Unsupported(format!(
+                            "table {what} shared between instances"
+                        )));
                     }
                     (ExportKind::Memory(_), ExportKind::Memory(_)) => {
                         let have = exporter.memory.as_ref().ok_or_else(mismatch)?;
@@ -207,7 +220,9 @@ pub fn resolve(
                         if !limits_match((size, have.maximum), (want.initial, want.maximum)) {
                             return Err(mismatch());
                         }
-                        return Err(LinkError::Unsupported(format!("memory {what} shared between instances")));
+                        return Err(LinkError::Unsupported(format!(
+                            "memory {what} shared between instances"
+                        )));
                     }
                     _ => return Err(mismatch()),
                 }

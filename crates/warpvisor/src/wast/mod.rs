@@ -109,7 +109,9 @@ fn ret_matches(expected: &WastRetCore<'_>, v: &Value) -> Result<bool, String> {
         (WastRetCore::F64(p), Value::F64(b)) => f64_matches(p, *b),
         (WastRetCore::RefNull(ty), Value::FuncRef(None)) => match ty {
             None => true,
-            Some(HeapType::Abstract { ty, .. }) => matches!(ty, AbstractHeapType::Func | AbstractHeapType::NoFunc),
+            Some(HeapType::Abstract { ty, .. }) => {
+                matches!(ty, AbstractHeapType::Func | AbstractHeapType::NoFunc)
+            }
             Some(_) => false,
         },
         (WastRetCore::RefNull(ty), Value::ExternRef(None)) => match ty {
@@ -147,7 +149,9 @@ fn trap_matches(kind: TrapKind, message: &str) -> bool {
         m if m.starts_with("uninitialized element") => &[TrapKind::IndirectCallToNull],
         m if m.starts_with("indirect call type mismatch") => &[TrapKind::BadSignature],
         m if m.starts_with("unreachable") => &[TrapKind::Unreachable],
-        m if m.starts_with("call stack exhausted") || m.starts_with("stack overflow") => &[TrapKind::StackOverflow],
+        m if m.starts_with("call stack exhausted") || m.starts_with("stack overflow") => {
+            &[TrapKind::StackOverflow]
+        }
         _ => return false,
     };
     expected.contains(&kind)
@@ -167,7 +171,9 @@ impl<'c> Script<'c> {
 
     /// Compiles, links and instantiates a module.
     fn instantiate(&self, module: &mut QuoteWat<'_>) -> Result<Result<Slot, VmmError>, String> {
-        let binary = module.encode().map_err(|e| format!("module does not encode: {e}"))?;
+        let binary = module
+            .encode()
+            .map_err(|e| format!("module does not encode: {e}"))?;
         let parsed = frontend::load(&binary).map_err(|e| e.to_string())?;
         let registered = &self.registered;
         let imports = match link::resolve(&parsed, &|m| registered.get(m).cloned()) {
@@ -175,11 +181,13 @@ impl<'c> Script<'c> {
             Err(LinkError::Unsupported(why)) => return Ok(Ok(Slot::Unavailable(why))),
             Err(LinkError::Unlinkable(why)) => return Err(format!("link error: {why}")),
         };
-        let program = match Program::compile(&binary, &self.config.kernel, self.config.backend.as_ref()) {
-            Ok(p) => Arc::new(p),
-            Err(e) => return Ok(Err(e)),
-        };
-        Ok(Fleet::new(program, self.config.fleet, imports).map(|f| Slot::Ready(Rc::new(RefCell::new(f)))))
+        let program =
+            match Program::compile(&binary, &self.config.kernel, self.config.backend.as_ref()) {
+                Ok(p) => Arc::new(p),
+                Err(e) => return Ok(Err(e)),
+            };
+        Ok(Fleet::new(program, self.config.fleet, imports)
+            .map(|f| Slot::Ready(Rc::new(RefCell::new(f)))))
     }
 
     fn slot(&self, id: Option<wast::token::Id<'_>>) -> Option<Slot> {
@@ -190,7 +198,9 @@ impl<'c> Script<'c> {
     }
 
     fn invoke(&self, inv: &WastInvoke<'_>) -> Result<Outcome, Check> {
-        let slot = self.slot(inv.module).ok_or_else(|| Check::Fail("no module to invoke".into()))?;
+        let slot = self
+            .slot(inv.module)
+            .ok_or_else(|| Check::Fail("no module to invoke".into()))?;
         let inst = match slot {
             Slot::Ready(i) => i,
             Slot::Unavailable(why) => return Err(Check::Skip(why)),
@@ -201,7 +211,9 @@ impl<'c> Script<'c> {
             .map(value_of)
             .collect::<Result<_, _>>()
             .map_err(Check::Skip)?;
-        let mut fleet = inst.try_borrow_mut().map_err(|_| Check::Fail("instance busy".into()))?;
+        let mut fleet = inst
+            .try_borrow_mut()
+            .map_err(|_| Check::Fail("instance busy".into()))?;
         let outcome = fleet
             .invoke(inv.name, &[args])
             .map_err(|e| Check::Fail(format!("invoke `{}`: {e}", inv.name)))?;
@@ -215,10 +227,14 @@ impl<'c> Script<'c> {
         match exec {
             WastExecute::Invoke(inv) => self.invoke(inv),
             WastExecute::Get { module, global, .. } => {
-                let slot = self.slot(*module).ok_or_else(|| Check::Fail("no module".into()))?;
+                let slot = self
+                    .slot(*module)
+                    .ok_or_else(|| Check::Fail("no module".into()))?;
                 match slot {
                     Slot::Ready(i) => {
-                        let fleet = i.try_borrow().map_err(|_| Check::Fail("instance busy".into()))?;
+                        let fleet = i
+                            .try_borrow()
+                            .map_err(|_| Check::Fail("instance busy".into()))?;
                         let v = fleet
                             .global(0, global)
                             .ok_or_else(|| Check::Fail(format!("no global `{global}`")))?;
@@ -262,8 +278,14 @@ impl<'c> Script<'c> {
                         };
                         (slot, check)
                     }
-                    Ok(Err(e)) => (Slot::Unavailable(format!("module failed: {e}")), Check::Fail(e.to_string())),
-                    Err(e) => (Slot::Unavailable(format!("module failed: {e}")), Check::Fail(e)),
+                    Ok(Err(e)) => (
+                        Slot::Unavailable(format!("module failed: {e}")),
+                        Check::Fail(e.to_string()),
+                    ),
+                    Err(e) => (
+                        Slot::Unavailable(format!("module failed: {e}")),
+                        Check::Fail(e),
+                    ),
                 };
                 if let Some(id) = id {
                     self.named.insert(id, slot.clone());
@@ -274,10 +296,12 @@ impl<'c> Script<'c> {
             WastDirective::Register { name, module, .. } => {
                 match self.slot(module) {
                     Some(Slot::Ready(i)) => {
-                        self.registered.insert(name.to_string(), Provider::Instance(i));
+                        self.registered
+                            .insert(name.to_string(), Provider::Instance(i));
                     }
                     Some(Slot::Unavailable(why)) => {
-                        self.registered.insert(name.to_string(), Provider::Unavailable(why));
+                        self.registered
+                            .insert(name.to_string(), Provider::Unavailable(why));
                     }
                     None => {
                         self.registered.remove(name);
@@ -289,12 +313,19 @@ impl<'c> Script<'c> {
                 Ok(_) => Check::Pass,
                 Err(c) => c,
             },
-            WastDirective::AssertReturn { mut exec, results, .. } => match self.execute(&mut exec) {
+            WastDirective::AssertReturn {
+                mut exec, results, ..
+            } => match self.execute(&mut exec) {
                 Err(c) => c,
-                Ok(Outcome::Trapped(k)) => Check::Fail(format!("trapped with {k}, expected a return")),
+                Ok(Outcome::Trapped(k)) => {
+                    Check::Fail(format!("trapped with {k}, expected a return"))
+                }
                 Ok(Outcome::Returned(values)) => {
                     if values.len() != results.len() {
-                        Check::Fail(format!("returned {values:?}, expected {} values", results.len()))
+                        Check::Fail(format!(
+                            "returned {values:?}, expected {} values",
+                            results.len()
+                        ))
                     } else {
                         let mut check = Check::Pass;
                         for (e, v) in results.iter().zip(&values) {
@@ -305,7 +336,9 @@ impl<'c> Script<'c> {
                             match ret_matches(e, v) {
                                 Ok(true) => {}
                                 Ok(false) => {
-                                    check = Check::Fail(format!("returned {values:?}, expected {results:?}"));
+                                    check = Check::Fail(format!(
+                                        "returned {values:?}, expected {results:?}"
+                                    ));
                                     break;
                                 }
                                 Err(why) => {
@@ -318,26 +351,42 @@ impl<'c> Script<'c> {
                     }
                 }
             },
-            WastDirective::AssertTrap { mut exec, message, .. } => match self.execute(&mut exec) {
+            WastDirective::AssertTrap {
+                mut exec, message, ..
+            } => match self.execute(&mut exec) {
                 Err(c) => c,
                 Ok(Outcome::Trapped(k)) if trap_matches(k, message) => Check::Pass,
-                Ok(Outcome::Trapped(k)) => Check::Fail(format!("trapped with {k}, expected \"{message}\"")),
-                Ok(Outcome::Returned(v)) => Check::Fail(format!("returned {v:?}, expected trap \"{message}\"")),
+                Ok(Outcome::Trapped(k)) => {
+                    Check::Fail(format!("trapped with {k}, expected \"{message}\""))
+                }
+                Ok(Outcome::Returned(v)) => {
+                    Check::Fail(format!("returned {v:?}, expected trap \"{message}\""))
+                }
             },
             WastDirective::AssertExhaustion { call, message, .. } => match self.invoke(&call) {
                 Err(c) => c,
                 Ok(Outcome::Trapped(TrapKind::StackOverflow)) => Check::Pass,
                 Ok(o) => Check::Fail(format!("{o:?}, expected \"{message}\"")),
             },
-            WastDirective::AssertInvalid { mut module, message, .. }
-            | WastDirective::AssertMalformed { mut module, message, .. } => match module.encode() {
+            WastDirective::AssertInvalid {
+                mut module,
+                message,
+                ..
+            }
+            | WastDirective::AssertMalformed {
+                mut module,
+                message,
+                ..
+            } => match module.encode() {
                 Err(_) => Check::Pass,
                 Ok(bytes) => match frontend::load(&bytes) {
                     Err(_) => Check::Pass,
                     Ok(_) => Check::Fail(format!("module accepted, expected \"{message}\"")),
                 },
             },
-            WastDirective::AssertUnlinkable { module, message, .. } => {
+            WastDirective::AssertUnlinkable {
+                module, message, ..
+            } => {
                 let mut q = QuoteWat::Wat(module);
                 match self.instantiate(&mut q) {
                     Err(e) if e.starts_with("link error") => Check::Pass,
@@ -346,7 +395,8 @@ impl<'c> Script<'c> {
                     Ok(_) => Check::Fail(format!("module linked, expected \"{message}\"")),
                 }
             }
-            WastDirective::AssertInvalidCustom { .. } | WastDirective::AssertMalformedCustom { .. } => {
+            WastDirective::AssertInvalidCustom { .. }
+            | WastDirective::AssertMalformedCustom { .. } => {
                 Check::Skip("custom-section validation".into())
             }
             WastDirective::ModuleDefinition(_) | WastDirective::ModuleInstance { .. } => {
@@ -355,7 +405,9 @@ impl<'c> Script<'c> {
             WastDirective::AssertException { .. } | WastDirective::AssertSuspension { .. } => {
                 Check::Skip("exceptions and stack switching are not supported".into())
             }
-            WastDirective::Thread(_) | WastDirective::Wait { .. } => Check::Skip("threads are not supported".into()),
+            WastDirective::Thread(_) | WastDirective::Wait { .. } => {
+                Check::Skip("threads are not supported".into())
+            }
         })
     }
 }
@@ -379,7 +431,9 @@ pub fn run_script(name: &str, text: &str, config: &WastConfig) -> ScriptReport {
     let wast = match parser::parse::<Wast<'_>>(&buf) {
         Ok(w) => w,
         Err(e) => {
-            report.failures.push(format!("0: script does not parse: {}", e.message()));
+            report
+                .failures
+                .push(format!("0: script does not parse: {}", e.message()));
             return report;
         }
     };

@@ -10,8 +10,10 @@ use warpvisor::backend::Backend;
 /// The `cpu` backend, shared by the tests of one binary (one worker pool).
 pub fn cpu() -> Arc<dyn Backend> {
     static CPU: OnceLock<Arc<dyn Backend>> = OnceLock::new();
-    CPU.get_or_init(|| Arc::new(CpuBackend::new(None).expect("a C compiler is needed for the cpu backend")))
-        .clone()
+    CPU.get_or_init(|| {
+        Arc::new(CpuBackend::new(None).expect("a C compiler is needed for the cpu backend"))
+    })
+    .clone()
 }
 
 /// The shared test suites: `$WARPVISOR_TESTSUITE`, else `shared/testsuite` beside the repo.

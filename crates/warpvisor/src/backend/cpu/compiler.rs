@@ -58,14 +58,17 @@ impl CCompiler {
     /// Finds the C compiler (`$CC`, else `cc`) and records its version.
     pub fn detect() -> Result<Self, BackendError> {
         let path = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        let out = Command::new(&path)
-            .arg("--version")
-            .output()
-            .map_err(|e| BackendError::Unavailable {
+        let out = Command::new(&path).arg("--version").output().map_err(|e| {
+            BackendError::Unavailable {
                 backend: "cpu",
                 reason: format!("no C compiler `{path}` ({e}); install gcc or set CC"),
-            })?;
-        let identity = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").to_string();
+            }
+        })?;
+        let identity = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string();
         Ok(CCompiler { path, identity })
     }
 
@@ -81,9 +84,14 @@ impl CCompiler {
     }
 
     /// Compiles `source` (or reuses the cached object) and loads it.
-    pub fn build(&self, source: &KernelSource, options: &KernelOptions) -> Result<libloading::Library, BackendError> {
+    pub fn build(
+        &self,
+        source: &KernelSource,
+        options: &KernelOptions,
+    ) -> Result<libloading::Library, BackendError> {
         let dir = cache_dir();
-        std::fs::create_dir_all(&dir).map_err(io(format!("creating kernel cache {}", dir.display())))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(io(format!("creating kernel cache {}", dir.display())))?;
         let key = self.key(source);
         let object = dir.join(format!("{key}.so"));
         let manifest = dir.join(format!("{key}.json"));
@@ -94,8 +102,8 @@ impl CCompiler {
             "options": options,
         })
         .to_string();
-        let cached = object.exists()
-            && std::fs::read_to_string(&manifest).is_ok_and(|m| m == expected);
+        let cached =
+            object.exists() && std::fs::read_to_string(&manifest).is_ok_and(|m| m == expected);
         if !cached {
             self.compile(&dir, &key, source, &object)?;
             write_atomically(&manifest, expected.as_bytes())?;
@@ -105,9 +113,19 @@ impl CCompiler {
             .map_err(|e| BackendError::Launch(format!("loading {}: {e}", object.display())))
     }
 
-    fn compile(&self, dir: &Path, key: &str, source: &KernelSource, object: &Path) -> Result<(), BackendError> {
-        let unique = format!("{key}.{}.{:?}", std::process::id(), std::thread::current().id())
-            .replace(['(', ')'], "");
+    fn compile(
+        &self,
+        dir: &Path,
+        key: &str,
+        source: &KernelSource,
+        object: &Path,
+    ) -> Result<(), BackendError> {
+        let unique = format!(
+            "{key}.{}.{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        )
+        .replace(['(', ')'], "");
         let c_file = dir.join(format!("{unique}.c"));
         let tmp_obj = dir.join(format!("{unique}.so.tmp"));
         std::fs::write(&c_file, &source.code).map_err(io("writing kernel source"))?;
@@ -124,7 +142,10 @@ impl CCompiler {
             let _ = std::fs::remove_file(&tmp_obj);
             return Err(BackendError::Compile {
                 compiler: self.identity.clone(),
-                log: String::from_utf8_lossy(&out.stderr).chars().take(4000).collect(),
+                log: String::from_utf8_lossy(&out.stderr)
+                    .chars()
+                    .take(4000)
+                    .collect(),
             });
         }
         std::fs::rename(&tmp_obj, object).map_err(io("storing compiled kernel"))

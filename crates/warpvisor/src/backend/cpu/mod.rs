@@ -27,7 +27,8 @@ impl CpuBackend {
     /// A backend using the system C compiler and one worker per core (or `workers`).
     pub fn new(workers: Option<usize>) -> Result<Self, BackendError> {
         let compiler = CCompiler::detect()?;
-        let n = workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+        let n =
+            workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         Ok(CpuBackend {
             compiler,
             pool: Arc::new(WorkerPool::new(n.max(1))),
@@ -40,7 +41,11 @@ impl Backend for CpuBackend {
         "cpu"
     }
 
-    fn load(&self, source: &KernelSource, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
+    fn load(
+        &self,
+        source: &KernelSource,
+        options: &KernelOptions,
+    ) -> Result<Arc<dyn Kernel>, BackendError> {
         let library = self.compiler.build(source, options)?;
         // SAFETY: the library was built from our kernel source, whose entry has this type.
         let launch: LaunchFn = unsafe {

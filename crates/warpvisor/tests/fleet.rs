@@ -1,0 +1,187 @@
+//! Fleet behaviour: per-VM traps, memory isolation under every interleave, batches.
+
+mod common;
+
+use std::sync::Arc;
+
+use warpvisor::codegen::KernelOptions;
+use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, TrapKind, Value};
+
+fn fleet(wat: &str, interleave: u32, num_vms: u32) -> Fleet {
+    let options = KernelOptions {
+        interleave,
+        ..KernelOptions::default()
+    };
+    let program =
+        Arc::new(Program::compile(wat.as_bytes(), &options, common::cpu().as_ref()).unwrap());
+    let config = FleetConfig {
+        num_vms,
+        max_memory_pages: 4,
+        ..FleetConfig::default()
+    };
+    Fleet::new(program, config, Imports::default()).unwrap()
+}
+
+const DIV: &str = r#"(module
+  (func (export "div") (param i32 i32) (result i32) (i32.div_s (local.get 0) (local.get 1))))"#;
+
+#[test]
+fn every_seventh_of_1000_vms_divides_by_zero_and_only_it_traps() {
+    let mut f = fleet(DIV, 0, 1000);
+    // Divisors are never zero except for every 7th job; some are negative.
+    let divisor = |i: i32| if i % 7 == 0 { 0 } else { i % 13 - 20 };
+    let jobs: Vec<Vec<Value>> = (0..1000i32)
+        .map(|i| vec![Value::I32(i * 1000 - 7), Value::I32(divisor(i))])
+        .collect();
+    let outcomes = f.invoke("div", &jobs).unwrap();
+    assert_eq!(outcomes.len(), 1000);
+    for (i, o) in outcomes.iter().enumerate() {
+        let i = i as i32;
+        let expected = match divisor(i) {
+            0 => Outcome::Trapped(TrapKind::IntegerDivisionByZero),
+            d => Outcome::Returned(vec![Value::I32((i * 1000 - 7) / d)]),
+        };
+        assert_eq!(*o, expected, "job {i}");
+    }
+}
+
+#[test]
+fn more_jobs_than_vms_run_in_batches_from_fresh_instances() {
+    let wat = r#"(module (global $n (mut i32) (i32.const 0))
+      (func (export "bump") (param i32) (result i32)
+        (global.set $n (i32.add (global.get $n) (local.get 0))) (global.get $n)))"#;
+    let mut f = fleet(wat, 4, 3);
+    let jobs: Vec<Vec<Value>> = (1..=7).map(|i| vec![Value::I32(i)]).collect();
+    let outcomes = f.invoke_batched("bump", &jobs).unwrap();
+    // Each job sees a fresh global: its result is its own argument.
+    let got: Vec<Outcome> = (1..=7)
+        .map(|i| Outcome::Returned(vec![Value::I32(i)]))
+        .collect();
+    assert_eq!(outcomes, got);
+}
+
+const MEM: &str = r#"(module (memory 1 4)
+  (func (export "fill") (param i32) (memory.fill (i32.const 0) (local.get 0) (i32.const 65536)))
+  (func (export "poke") (param i32 i64) (i64.store (local.get 0) (local.get 1)))
+  (func (export "poke8") (param i32 i32) (i32.store8 offset=0 (local.get 0) (local.get 1)))
+  (func (export "grow") (result i32) (memory.grow (i32.const 1))))"#;
+
+fn check_isolation(interleave: u32) {
+    let n = 8u32;
+    let mut f = fleet(MEM, interleave, n);
+    let fills: Vec<Vec<Value>> = (0..n)
+        .map(|vm| vec![Value::I32(0x10 + vm as i32)])
+        .collect();
+    assert!(f
+        .invoke("fill", &fills)
+        .unwrap()
+        .iter()
+        .all(|o| *o == Outcome::Returned(vec![])));
+    // VM 3 stores at 0xFFFFFFF0, VM 5 straddles the end of its memory, the others store in bounds.
+    let pokes: Vec<Vec<Value>> = (0..n)
+        .map(|vm| {
+            let addr = match vm {
+                3 => 0xFFFF_FFF0u32 as i32,
+                5 => 65536 - 4,
+                _ => 8 * vm as i32,
+            };
+            vec![Value::I32(addr), Value::I64(-1)]
+        })
+        .collect();
+    let outcomes = f.invoke("poke", &pokes).unwrap();
+    for (vm, outcome) in outcomes.iter().enumerate() {
+        let expected = if vm == 3 || vm == 5 {
+            Outcome::Trapped(TrapKind::MemoryOutOfBounds)
+        } else {
+            Outcome::Returned(vec![])
+        };
+        assert_eq!(*outcome, expected, "interleave {interleave} vm {vm}");
+    }
+    // Every VM's memory: its own fill byte everywhere, except its own in-bounds store.
+    for vm in 0..n {
+        let bytes = f.buffers().read_memory(vm, 0, 65536);
+        for (off, b) in bytes.iter().enumerate() {
+            let own_store =
+                vm != 3 && vm != 5 && (8 * vm as usize..8 * vm as usize + 8).contains(&off);
+            let expected = if own_store { 0xFF } else { 0x10 + vm as u8 };
+            assert_eq!(
+                *b, expected,
+                "interleave {interleave}: vm {vm} byte {off} changed"
+            );
+        }
+    }
+    // The whole buffer holds nothing but VM bytes: nothing was written outside the fleet's cells.
+    let total: usize = f
+        .buffers()
+        .mem
+        .as_slice()
+        .iter()
+        .filter(|b| **b != 0)
+        .count();
+    assert_eq!(
+        total,
+        n as usize * 65536,
+        "interleave {interleave}: stray bytes in the memory buffer"
+    );
+}
+
+#[test]
+fn out_of_bounds_stores_trap_and_touch_no_other_vm_interleave_0() {
+    check_isolation(0);
+}
+
+#[test]
+fn out_of_bounds_stores_trap_and_touch_no_other_vm_interleave_4() {
+    check_isolation(4);
+}
+
+#[test]
+fn out_of_bounds_stores_trap_and_touch_no_other_vm_interleave_8() {
+    check_isolation(8);
+}
+
+#[test]
+fn memory_grows_only_to_the_configured_limit_and_grown_pages_are_isolated() {
+    for interleave in [0, 4, 8] {
+        let mut f = fleet(MEM, interleave, 4);
+        let none: Vec<Vec<Value>> = vec![vec![]; 4];
+        for expected in [1, 2, 3, -1] {
+            let o = f.invoke("grow", &none).unwrap();
+            assert!(o
+                .iter()
+                .all(|o| *o == Outcome::Returned(vec![Value::I32(expected)])));
+        }
+        // A store on a grown page of VM 2 lands only in VM 2.
+        let pokes: Vec<Vec<Value>> = (0..4)
+            .map(|vm| vec![Value::I32(3 * 65536 + 5), Value::I32(vm + 1)])
+            .collect();
+        f.invoke("poke8", &pokes).unwrap();
+        for vm in 0..4u32 {
+            assert_eq!(
+                f.buffers().read_memory(vm, 3 * 65536 + 5, 1),
+                vec![vm as u8 + 1]
+            );
+        }
+    }
+}
+
+#[test]
+fn deep_recursion_traps_with_stack_overflow_and_other_vms_finish() {
+    let wat = r#"(module (func $r (export "r") (param i32) (result i32)
+        (if (result i32) (i32.eqz (local.get 0)) (then (i32.const 0))
+          (else (i32.add (i32.const 1) (call $r (i32.sub (local.get 0) (i32.const 1))))))))"#;
+    let mut f = fleet(wat, 8, 3);
+    let o = f
+        .invoke(
+            "r",
+            &[
+                vec![Value::I32(100)],
+                vec![Value::I32(1_000_000)],
+                vec![Value::I32(5000)],
+            ],
+        )
+        .unwrap();
+    assert_eq!(o[0], Outcome::Returned(vec![Value::I32(100)]));
+    assert_eq!(o[1], Outcome::Trapped(TrapKind::StackOverflow));
+    assert_eq!(o[2], Outcome::Returned(vec![Value::I32(5000)]));
+}
