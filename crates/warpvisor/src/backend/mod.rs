@@ -2,8 +2,12 @@
 //!
 //! - [`cpu`]: the host-C kernel compiled by the system C compiler, VMs spread over a pool of
 //!   worker threads.
+//! - [`opencl`]: the OpenCL C kernel on any OpenCL device (GPUs; PoCL on CPUs), one work-item
+//!   per VM.
 
+pub mod cache;
 pub mod cpu;
+pub mod opencl;
 
 use std::sync::Arc;
 
@@ -60,4 +64,11 @@ pub trait Kernel: Send + Sync {
     /// Runs every VM whose status is running until each has finished, trapped or stopped
     /// for a hypercall.
     fn launch(&self, fleet: &mut FleetBuffers) -> Result<(), BackendError>;
+
+    /// Checks that a fleet of `num_vms` VMs fits the device: `per_vm` bytes in all, of which
+    /// `largest_per_vm` in its largest buffer. The error names the largest fleet that fits.
+    fn check_capacity(&self, num_vms: u64, per_vm: u64, largest_per_vm: u64) -> Result<(), BackendError> {
+        let _ = (num_vms, per_vm, largest_per_vm);
+        Ok(())
+    }
 }

@@ -13,7 +13,7 @@ pub struct CompileArgs {
     /// The module (.wasm or .wat).
     module: PathBuf,
     /// Kernel language to write.
-    #[arg(long, default_value = "c", value_parser = ["c"])]
+    #[arg(long, default_value = "c", value_parser = ["c", "opencl"])]
     emit: String,
     /// Output file (default: standard output).
     #[arg(short, long)]
@@ -26,7 +26,12 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
     let bytes = read_file(&args.module)?;
     let binary = frontend::to_binary(&bytes)?;
     let module = frontend::load(&binary)?;
-    let source = codegen::emit(&module, &args.fleet.kernel())?;
+    let mut options = args.fleet.kernel();
+    options.dialect = match args.emit.as_str() {
+        "opencl" => codegen::Dialect::OpenCl,
+        _ => codegen::Dialect::C,
+    };
+    let source = codegen::emit(&module, &options)?;
     match &args.output {
         Some(path) => std::fs::write(path, &source.code)
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,

@@ -1,6 +1,7 @@
 //! Command-line front end: argument parsing and the subcommands.
 
 mod compile;
+mod devices;
 mod run;
 mod wast;
 
@@ -8,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use warpvisor::codegen::KernelOptions;
+use warpvisor::codegen::{Dialect, KernelOptions};
 use warpvisor::vmm::FleetConfig;
 
 /// Run many copies of one WebAssembly program as VMs in one data-parallel kernel.
@@ -27,14 +28,22 @@ enum Command {
     Wast(wast::WastArgs),
     /// Translate a module and write the kernel source.
     Compile(compile::CompileArgs),
+    /// List the backends and their devices.
+    Devices,
 }
 
 /// Settings shared by the commands that build kernels and fleets.
 #[derive(Args, Clone)]
 pub struct FleetArgs {
     /// Backend that runs the fleet.
-    #[arg(long, default_value = "cpu", value_parser = ["cpu"])]
+    #[arg(long, default_value = "cpu", value_parser = ["cpu", "opencl"])]
     pub backend: String,
+    /// OpenCL device index (see `warpvisor devices`); default: the first GPU, else the first device.
+    #[arg(long)]
+    pub device: Option<usize>,
+    /// Device compiler optimisation level 0-3 (opencl: 0 adds -cl-opt-disable).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub opt_level: u8,
     /// Bytes per memory cell: 0 (contiguous per VM), 4 or 8.
     #[arg(long, default_value_t = 0, value_parser = parse_interleave)]
     pub interleave: u32,
@@ -59,9 +68,10 @@ impl FleetArgs {
     /// Kernel options from the flags.
     pub fn kernel(&self) -> KernelOptions {
         KernelOptions {
+            dialect: if self.backend == "opencl" { Dialect::OpenCl } else { Dialect::C },
             interleave: self.interleave,
             max_table_elements: self.max_table_elements,
-            ..KernelOptions::default()
+            opt_level: self.opt_level,
         }
     }
 
@@ -77,9 +87,10 @@ impl FleetArgs {
 
     /// The selected backend.
     pub fn backend(&self) -> anyhow::Result<std::sync::Arc<dyn warpvisor::backend::Backend>> {
-        Ok(std::sync::Arc::new(
-            warpvisor::backend::cpu::CpuBackend::new(self.workers)?,
-        ))
+        Ok(match self.backend.as_str() {
+            "opencl" => std::sync::Arc::new(warpvisor::backend::opencl::OpenClBackend::new(self.device)?),
+            _ => std::sync::Arc::new(warpvisor::backend::cpu::CpuBackend::new(self.workers)?),
+        })
     }
 }
 
@@ -95,6 +106,17 @@ fn parse_interleave(s: &str) -> Result<u32, String> {
 /// Reads a file, naming it in the error.
 pub fn read_file(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))
+}
+
+fn find_compile_error(e: &anyhow::Error) -> Option<&warpvisor::backend::BackendError> {
+    e.chain().find_map(|c| {
+        c.downcast_ref::<warpvisor::backend::BackendError>()
+            .or_else(|| match c.downcast_ref::<warpvisor::vmm::VmmError>() {
+                Some(warpvisor::vmm::VmmError::Backend(b)) => Some(b),
+                _ => None,
+            })
+            .filter(|b| matches!(b, warpvisor::backend::BackendError::Compile { .. }))
+    })
 }
 
 /// Parses the command line, runs the command, and returns the exit code.
@@ -121,10 +143,16 @@ pub fn main() -> i32 {
         Command::Run(a) => run::run(a),
         Command::Wast(a) => wast::run(a),
         Command::Compile(a) => compile::run(a),
+        Command::Devices => devices::run(),
     };
     match result {
         Ok(code) => code,
         Err(e) => {
+            // A device compiler's log is shown whole; everything else is one line.
+            if let Some(warpvisor::backend::BackendError::Compile { compiler, log }) = find_compile_error(&e) {
+                eprintln!("error: kernel compilation failed ({compiler}); build log:\n{log}");
+                return 1;
+            }
             let msg = format!("{e:#}");
             eprintln!("error: {}", msg.replace('\n', " "));
             1

@@ -6,6 +6,9 @@
 pub enum Dialect {
     /// Host C, compiled by the system C compiler for the `cpu` backend.
     C,
+    /// OpenCL C 1.2, for the `opencl` backend.
+    #[serde(rename = "opencl")]
+    OpenCl,
 }
 
 const C_HEADER: &str = r#"
@@ -51,11 +54,73 @@ void wv_launch(wv_fleet *f, uint32_t first, uint32_t end, uint32_t step) {
 }
 "#;
 
+const OPENCL_HEADER: &str = r#"
+/* ---- dialect: OpenCL C 1.2 (opencl backend) ---- */
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+typedef uchar uint8_t;
+typedef char int8_t;
+typedef ushort uint16_t;
+typedef short int16_t;
+typedef uint uint32_t;
+typedef int int32_t;
+typedef ulong uint64_t;
+typedef long int64_t;
+#define WV_GLOBAL __global
+#define WV_CONST __constant
+#define WV_FN static inline
+#define wv_f32_bits(x) as_uint(x)
+#define wv_f32_from_bits(x) as_float((uint)(x))
+#define wv_f64_bits(x) as_ulong(x)
+#define wv_f64_from_bits(x) as_double((ulong)(x))
+/* OpenCL's clz gives the bit width for 0; ctz is built from popcount (OpenCL 1.2 has no ctz). */
+#define wv_clz32(x) ((uint)clz((uint)(x)))
+#define wv_ctz32(x) ((uint)popcount((uint)(~(x) & ((x) - 1u))))
+#define wv_popcnt32(x) ((uint)popcount((uint)(x)))
+#define wv_clz64(x) ((ulong)clz((ulong)(x)))
+#define wv_ctz64(x) ((ulong)popcount((ulong)(~(x) & ((x) - 1ul))))
+#define wv_popcnt64(x) ((ulong)popcount((ulong)(x)))
+/* A signalling NaN must come out quiet (x + x). */
+static inline float wv_f32_ceil(float x) { return x != x ? x + x : ceil(x); }
+static inline float wv_f32_floor(float x) { return x != x ? x + x : floor(x); }
+static inline float wv_f32_trunc(float x) { return x != x ? x + x : trunc(x); }
+static inline float wv_f32_nearest(float x) { return x != x ? x + x : rint(x); }
+static inline float wv_f32_sqrt(float x) { return x != x ? x + x : sqrt(x); }
+static inline double wv_f64_ceil(double x) { return x != x ? x + x : ceil(x); }
+static inline double wv_f64_floor(double x) { return x != x ? x + x : floor(x); }
+static inline double wv_f64_trunc(double x) { return x != x ? x + x : trunc(x); }
+static inline double wv_f64_nearest(double x) { return x != x ? x + x : rint(x); }
+static inline double wv_f64_sqrt(double x) { return x != x ? x + x : sqrt(x); }
+static inline double wv_f64_promote_f32(float x) { return x != x ? (double)(x + x) : (double)x; }
+static inline float wv_f32_demote_f64(double x) { return x != x ? (float)(x + x) : (float)x; }
+#define wv_f32_convert_u64(x) ((float)(ulong)(x))
+#define wv_f64_convert_u64(x) ((double)(ulong)(x))
+"#;
+
+const OPENCL_ENTRY: &str = r#"
+/* ---- kernel entry: one work-item per VM ---- */
+__kernel void wv_kernel(__global uint8_t *mem, __global uint32_t *mem_pages, __global uint64_t *globals,
+    __global uint32_t *tables, __global uint32_t *table_sizes, __global uint8_t *dropped,
+    __global uint8_t *data_blob, __global uint32_t *elem_blob, __global uint64_t *stack,
+    __global uint64_t *ret, __global wv_vm *vms, ulong mem_stride, uint num_vms, uint max_pages,
+    uint stack_words, uint max_depth) {
+  uint vm = (uint)get_global_id(0);
+  if (vm >= num_vms || vms[vm].status != WV_RUNNING) return;
+  wv_fleet fl;
+  fl.mem = mem; fl.mem_pages = mem_pages; fl.globals = globals; fl.tables = tables;
+  fl.table_sizes = table_sizes; fl.dropped = dropped; fl.data_blob = data_blob;
+  fl.elem_blob = elem_blob; fl.stack = stack; fl.ret = ret; fl.vms = vms;
+  fl.mem_stride = mem_stride; fl.num_vms = num_vms; fl.max_pages = max_pages;
+  fl.stack_words = stack_words; fl.max_depth = max_depth;
+  wv_trampoline(&fl, vm);
+}
+"#;
+
 impl Dialect {
     /// Definitions that precede the module constants and the prelude.
     pub fn header(self) -> &'static str {
         match self {
             Dialect::C => C_HEADER,
+            Dialect::OpenCl => OPENCL_HEADER,
         }
     }
 
@@ -63,6 +128,7 @@ impl Dialect {
     pub fn entry(self) -> &'static str {
         match self {
             Dialect::C => C_ENTRY,
+            Dialect::OpenCl => OPENCL_ENTRY,
         }
     }
 
@@ -70,6 +136,7 @@ impl Dialect {
     pub fn name(self) -> &'static str {
         match self {
             Dialect::C => "c",
+            Dialect::OpenCl => "opencl",
         }
     }
 }

@@ -55,6 +55,8 @@ pub struct KernelOptions {
     pub interleave: u32,
     /// Most elements a table may grow to.
     pub max_table_elements: u32,
+    /// Device compiler optimisation level, 0 to 3 (OpenCL: 0 means `-cl-opt-disable`).
+    pub opt_level: u8,
 }
 
 impl Default for KernelOptions {
@@ -63,6 +65,7 @@ impl Default for KernelOptions {
             dialect: Dialect::C,
             interleave: 0,
             max_table_elements: 10_000,
+            opt_level: 2,
         }
     }
 }

@@ -141,6 +141,16 @@ impl Fleet {
                 .max(FRAME_HEADER + program.layout.ret_words),
             num_globals: m.globals.len().max(1) as u32,
         };
+        let per_vm_stack = layout.stack_words as u64 * 8;
+        let per_vm = layout.mem_stride()
+            + per_vm_stack
+            + layout.num_globals as u64 * 8
+            + program.layout.table_words as u64 * 4
+            + program.layout.ret_words as u64 * 8
+            + 64;
+        program
+            .kernel
+            .check_capacity(config.num_vms as u64, per_vm, layout.mem_stride().max(per_vm_stack))?;
         let mut table_initial = Vec::new();
         let mut imported_tables = imports.tables.iter();
         for (i, t) in m.tables.iter().enumerate() {

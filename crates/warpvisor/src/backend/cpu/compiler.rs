@@ -4,17 +4,15 @@
 //! version, the compiler's identity and flags, and the kernel source (which embeds the layout
 //! settings). Each entry also records those settings in a manifest that is checked on reuse.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
-use sha2::{Digest, Sha256};
-
+use crate::backend::cache::{self, cache_dir};
 use crate::backend::BackendError;
 use crate::codegen::{KernelOptions, KernelSource};
 
 /// Flags that keep WebAssembly float semantics exact and the C well-defined.
 const FLAGS: &[&str] = &[
-    "-O2",
     "-std=gnu11",
     "-fPIC",
     "-shared",
@@ -32,21 +30,6 @@ const FLAGS: &[&str] = &[
 pub struct CCompiler {
     path: String,
     identity: String,
-}
-
-/// Where compiled kernels are cached: `$WARPVISOR_CACHE_DIR`, else `$XDG_CACHE_HOME/warpvisor`,
-/// else `~/.cache/warpvisor`, else a folder in the system temp dir.
-pub fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("WARPVISOR_CACHE_DIR") {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(d).join("warpvisor");
-    }
-    if let Some(h) = std::env::var_os("HOME") {
-        return PathBuf::from(h).join(".cache").join("warpvisor");
-    }
-    std::env::temp_dir().join("warpvisor-cache")
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BackendError {
@@ -72,15 +55,20 @@ impl CCompiler {
         Ok(CCompiler { path, identity })
     }
 
-    fn key(&self, source: &KernelSource) -> String {
-        let mut h = Sha256::new();
-        h.update(env!("CARGO_PKG_VERSION"));
-        h.update(&self.identity);
-        for f in FLAGS {
-            h.update(f);
-        }
-        h.update(&source.code);
-        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    fn flags(options: &KernelOptions) -> Vec<String> {
+        let mut f: Vec<String> = FLAGS.iter().map(|s| s.to_string()).collect();
+        f.push(format!("-O{}", options.opt_level.min(3)));
+        f
+    }
+
+    fn key(&self, source: &KernelSource, flags: &[String]) -> String {
+        let flags = flags.join(" ");
+        cache::key(&[
+            env!("CARGO_PKG_VERSION").as_bytes(),
+            self.identity.as_bytes(),
+            flags.as_bytes(),
+            source.code.as_bytes(),
+        ])
     }
 
     /// Compiles `source` (or reuses the cached object) and loads it.
@@ -92,20 +80,21 @@ impl CCompiler {
         let dir = cache_dir();
         std::fs::create_dir_all(&dir)
             .map_err(io(format!("creating kernel cache {}", dir.display())))?;
-        let key = self.key(source);
+        let flags = Self::flags(options);
+        let key = self.key(source, &flags);
         let object = dir.join(format!("{key}.so"));
         let manifest = dir.join(format!("{key}.json"));
         let expected = serde_json::json!({
             "warpvisor": env!("CARGO_PKG_VERSION"),
             "compiler": self.identity,
-            "flags": FLAGS,
+            "flags": flags,
             "options": options,
         })
         .to_string();
         let cached =
             object.exists() && std::fs::read_to_string(&manifest).is_ok_and(|m| m == expected);
         if !cached {
-            self.compile(&dir, &key, source, &object)?;
+            self.compile(&dir, &key, source, &object, &flags)?;
             write_atomically(&manifest, expected.as_bytes())?;
         }
         // SAFETY: the object is our generated kernel: its initializers do nothing.
@@ -119,6 +108,7 @@ impl CCompiler {
         key: &str,
         source: &KernelSource,
         object: &Path,
+        flags: &[String],
     ) -> Result<(), BackendError> {
         let unique = format!(
             "{key}.{}.{:?}",
@@ -130,7 +120,7 @@ impl CCompiler {
         let tmp_obj = dir.join(format!("{unique}.so.tmp"));
         std::fs::write(&c_file, &source.code).map_err(io("writing kernel source"))?;
         let out = Command::new(&self.path)
-            .args(FLAGS)
+            .args(flags)
             .arg("-o")
             .arg(&tmp_obj)
             .arg(&c_file)
@@ -153,7 +143,5 @@ impl CCompiler {
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), BackendError> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(io("writing kernel manifest"))?;
-    std::fs::rename(&tmp, path).map_err(io("writing kernel manifest"))
+    crate::backend::cache::write_atomically(path, bytes).map_err(io("writing kernel manifest"))
 }

@@ -1,0 +1,80 @@
+//! Building OpenCL programs, with an on-disk cache of program binaries keyed by source,
+//! device, driver and build options, and build failures reported with the offending lines.
+
+use opencl3::context::Context;
+use opencl3::program::Program;
+
+use super::DeviceInfo;
+use crate::backend::cache;
+use crate::backend::BackendError;
+use crate::codegen::{KernelOptions, KernelSource};
+
+/// Build options: exact float division and square root; optimisation per `opt_level`.
+pub fn build_options(options: &KernelOptions) -> String {
+    let mut o = String::from("-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt");
+    if options.opt_level == 0 {
+        o.push_str(" -cl-opt-disable");
+    }
+    o
+}
+
+/// The source lines an OpenCL build log points at (`<source>:LINE:COL: error: ...`).
+fn offending_lines(log: &str, source: &str) -> String {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut out = String::new();
+    let mut shown = 0;
+    for l in log.lines().filter(|l| l.contains("error")) {
+        let mut parts = l.split(':');
+        let _file = parts.next();
+        if let Some(n) = parts.next().and_then(|n| n.trim().parse::<usize>().ok()) {
+            if let Some(text) = n.checked_sub(1).and_then(|i| lines.get(i)) {
+                out.push_str(&format!("  kernel line {n}: {}\n", text.trim()));
+                shown += 1;
+            }
+        }
+        if shown == 5 {
+            break;
+        }
+    }
+    out
+}
+
+/// Builds `source` for the context's device, reusing a cached binary when one exists.
+pub fn build(
+    context: &Context,
+    device: &DeviceInfo,
+    source: &KernelSource,
+    options: &KernelOptions,
+) -> Result<Program, BackendError> {
+    let opts = build_options(options);
+    let key = cache::key(&[
+        env!("CARGO_PKG_VERSION").as_bytes(),
+        device.platform.as_bytes(),
+        device.name.as_bytes(),
+        device.driver.as_bytes(),
+        opts.as_bytes(),
+        source.code.as_bytes(),
+    ]);
+    let dir = cache::cache_dir().join("opencl");
+    let path = dir.join(format!("{key}.bin"));
+    if let Ok(binary) = std::fs::read(&path) {
+        if let Ok(p) = Program::create_and_build_from_binary(context, &[&binary], &opts) {
+            return Ok(p);
+        }
+        // A stale or foreign binary: rebuild from source below.
+    }
+    let program = Program::create_and_build_from_source(context, &source.code, &opts).map_err(|log| {
+        let lines = offending_lines(&log, &source.code);
+        BackendError::Compile {
+            compiler: format!("OpenCL on {} ({})", device.name, device.platform),
+            log: format!("{}\n{lines}", log.chars().take(4000).collect::<String>()),
+        }
+    })?;
+    if let Ok(binaries) = program.get_binaries() {
+        if let Some(b) = binaries.first().filter(|b| !b.is_empty()) {
+            // The cache is an optimisation: failing to write it is not an error.
+            let _ = std::fs::create_dir_all(&dir).and_then(|_| cache::write_atomically(&path, b));
+        }
+    }
+    Ok(program)
+}
