@@ -3,8 +3,9 @@
 //! and on wasmtime; every export's results or trap kind, the exported globals and the memory
 //! afterwards must agree.
 //!
-//! `WARPVISOR_DIFF_SEEDS=0..10000 cargo test --release --test differential` reruns the full
-//! acceptance range; the default is a small sample for CI.
+//! `WARPVISOR_DIFF_SEEDS=0..10000 cargo test --test differential -- on_cpu` reruns the full
+//! acceptance range on `cpu`; `WARPVISOR_DIFF_SEEDS_OPENCL` sets the `opencl` range. The
+//! defaults are small samples for CI. Seed `s` runs with interleave `[0, 4, 8][s % 3]`.
 
 mod common;
 
@@ -17,8 +18,8 @@ use warpvisor::codegen::KernelOptions;
 use warpvisor::frontend::ExportKind;
 use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, TrapKind, Value, VmmError};
 
-fn seeds() -> std::ops::Range<u64> {
-    let spec = std::env::var("WARPVISOR_DIFF_SEEDS").unwrap_or_else(|_| "0..120".into());
+fn seeds(var: &str, default: &str) -> std::ops::Range<u64> {
+    let spec = std::env::var(var).unwrap_or_else(|_| default.into());
     let (a, b) = spec
         .split_once("..")
         .expect("WARPVISOR_DIFF_SEEDS looks like 0..100");
@@ -175,14 +176,20 @@ fn trap_name(e: &wasmtime::Error) -> String {
 }
 
 /// Runs one module on both engines; returns a description of the first disagreement.
-fn compare(seed: u64, wasm: &[u8], engine: &Engine) -> Result<(), String> {
+fn compare(seed: u64, wasm: &[u8], engine: &Engine, backend: &str) -> Result<(), String> {
     // wasmtime
     let module =
         wasmtime::Module::new(engine, wasm).map_err(|e| format!("wasmtime rejects: {e:#}"))?;
     let mut store = Store::new(engine, ());
     let theirs_instance = Instance::new(&mut store, &module, &[]);
     // warpvisor
-    let program = Program::compile(wasm, &KernelOptions::default(), common::cpu().as_ref())
+    // Every seed exercises one interleave: 0, 4 or 8.
+    let options = KernelOptions {
+        dialect: common::dialect(backend),
+        interleave: [0, 4, 8][(seed % 3) as usize],
+        ..KernelOptions::default()
+    };
+    let program = Program::compile(wasm, &options, common::backend(backend).as_ref())
         .map_err(|e| format!("warpvisor rejects: {e}"))?;
     let program = Arc::new(program);
     let config = FleetConfig {
@@ -280,29 +287,27 @@ fn compare(seed: u64, wasm: &[u8], engine: &Engine) -> Result<(), String> {
     Ok(())
 }
 
-#[test]
-fn random_modules_agree_with_wasmtime() {
+fn run_range(backend: &str, range: std::ops::Range<u64>) {
     let mut config = wasmtime::Config::new();
     config.wasm_simd(false).wasm_relaxed_simd(false);
     let engine = Engine::new(&config).expect("wasmtime engine");
     let mut failures = Vec::new();
     let mut compared = 0;
-    let range = seeds();
     for seed in range.clone() {
         let Some(wasm) = module_for(seed) else {
             continue;
         };
         compared += 1;
-        if let Err(e) = compare(seed, &wasm, &engine) {
+        if let Err(e) = compare(seed, &wasm, &engine, backend) {
             let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("diff-failures");
             let _ = std::fs::create_dir_all(&dir);
             let _ = std::fs::write(dir.join(format!("{seed}.wasm")), &wasm);
-            eprintln!("seed {seed}: {e}");
+            eprintln!("{backend} seed {seed}: {e}");
             failures.push(seed);
         }
     }
     eprintln!(
-        "{compared} modules compared over seeds {range:?}, {} disagreements",
+        "{backend}: {compared} modules compared over seeds {range:?}, {} disagreements",
         failures.len()
     );
     assert!(failures.is_empty(), "disagreements at seeds {failures:?}");
@@ -313,26 +318,11 @@ fn random_modules_agree_with_wasmtime() {
 }
 
 #[test]
-#[ignore]
-fn print_module_sizes() {
-    for seed in 0..10 {
-        let wasm = module_for(seed).unwrap();
-        let m = warpvisor::frontend::load(&wasm).unwrap();
-        eprintln!(
-            "seed {seed}: {} bytes, {} funcs, {} exports",
-            wasm.len(),
-            m.funcs.len(),
-            m.exports.len()
-        );
-    }
+fn random_modules_agree_with_wasmtime_on_cpu() {
+    run_range("cpu", seeds("WARPVISOR_DIFF_SEEDS", "0..150"));
 }
 
 #[test]
-#[ignore]
-fn inspect_failure() {
-    let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
-    let wasm = module_for(seed).unwrap();
-    let m = warpvisor::frontend::load(&wasm).unwrap();
-    eprintln!("{:#?}", m.globals);
-    eprintln!("{:#?}", m.exports);
+fn random_modules_agree_with_wasmtime_on_opencl() {
+    run_range("opencl", seeds("WARPVISOR_DIFF_SEEDS_OPENCL", "1000..1030"));
 }

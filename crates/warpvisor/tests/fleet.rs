@@ -8,12 +8,17 @@ use warpvisor::codegen::KernelOptions;
 use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, TrapKind, Value};
 
 fn fleet(wat: &str, interleave: u32, num_vms: u32) -> Fleet {
+    fleet_on("cpu", wat, interleave, num_vms)
+}
+
+fn fleet_on(backend: &str, wat: &str, interleave: u32, num_vms: u32) -> Fleet {
     let options = KernelOptions {
+        dialect: common::dialect(backend),
         interleave,
         ..KernelOptions::default()
     };
-    let program =
-        Arc::new(Program::compile(wat.as_bytes(), &options, common::cpu().as_ref()).unwrap());
+    let backend = common::backend(backend);
+    let program = Arc::new(Program::compile(wat.as_bytes(), &options, backend.as_ref()).unwrap());
     let config = FleetConfig {
         num_vms,
         max_memory_pages: 4,
@@ -27,7 +32,16 @@ const DIV: &str = r#"(module
 
 #[test]
 fn every_seventh_of_1000_vms_divides_by_zero_and_only_it_traps() {
-    let mut f = fleet(DIV, 0, 1000);
+    seventh_divides_by_zero("cpu");
+}
+
+#[test]
+fn opencl_every_seventh_of_1000_vms_divides_by_zero_and_only_it_traps() {
+    seventh_divides_by_zero("opencl");
+}
+
+fn seventh_divides_by_zero(backend: &str) {
+    let mut f = fleet_on(backend, DIV, 4, 1000);
     // Divisors are never zero except for every 7th job; some are negative.
     let divisor = |i: i32| if i % 7 == 0 { 0 } else { i % 13 - 20 };
     let jobs: Vec<Vec<Value>> = (0..1000i32)
@@ -66,9 +80,9 @@ const MEM: &str = r#"(module (memory 1 4)
   (func (export "poke8") (param i32 i32) (i32.store8 offset=0 (local.get 0) (local.get 1)))
   (func (export "grow") (result i32) (memory.grow (i32.const 1))))"#;
 
-fn check_isolation(interleave: u32) {
+fn check_isolation(backend: &str, interleave: u32) {
     let n = 8u32;
-    let mut f = fleet(MEM, interleave, n);
+    let mut f = fleet_on(backend, MEM, interleave, n);
     let fills: Vec<Vec<Value>> = (0..n)
         .map(|vm| vec![Value::I32(0x10 + vm as i32)])
         .collect();
@@ -127,17 +141,32 @@ fn check_isolation(interleave: u32) {
 
 #[test]
 fn out_of_bounds_stores_trap_and_touch_no_other_vm_interleave_0() {
-    check_isolation(0);
+    check_isolation("cpu", 0);
+}
+
+#[test]
+fn opencl_out_of_bounds_stores_trap_and_touch_no_other_vm_interleave_0() {
+    check_isolation("opencl", 0);
 }
 
 #[test]
 fn out_of_bounds_stores_trap_and_touch_no_other_vm_interleave_4() {
-    check_isolation(4);
+    check_isolation("cpu", 4);
+}
+
+#[test]
+fn opencl_out_of_bounds_stores_trap_and_touch_no_other_vm_interleave_4() {
+    check_isolation("opencl", 4);
 }
 
 #[test]
 fn out_of_bounds_stores_trap_and_touch_no_other_vm_interleave_8() {
-    check_isolation(8);
+    check_isolation("cpu", 8);
+}
+
+#[test]
+fn opencl_out_of_bounds_stores_trap_and_touch_no_other_vm_interleave_8() {
+    check_isolation("opencl", 8);
 }
 
 #[test]

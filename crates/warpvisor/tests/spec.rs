@@ -1,5 +1,5 @@
 //! Conformance: every non-SIMD script of the WebAssembly 2.0 spec suite, run through warpvisor's
-//! own `wast` runner on the `cpu` backend.
+//! own `wast` runner on the `cpu` backend (interleave 0 and 8) and on `opencl` (interleave 4).
 
 mod common;
 
@@ -9,7 +9,7 @@ use warpvisor::codegen::KernelOptions;
 use warpvisor::vmm::FleetConfig;
 use warpvisor::wast::{run_script, ScriptReport, WastConfig};
 
-fn run_suite(interleave: u32) -> Vec<ScriptReport> {
+fn run_suite(backend: &str, interleave: u32) -> Vec<ScriptReport> {
     let dir = common::testsuite().join("wasm-spec");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("spec suite missing at {}: {e}", dir.display()))
@@ -27,8 +27,9 @@ fn run_suite(interleave: u32) -> Vec<ScriptReport> {
         dir.display()
     );
     let config = WastConfig {
-        backend: common::cpu(),
+        backend: common::backend(backend),
         kernel: KernelOptions {
+            dialect: common::dialect(backend),
             interleave,
             ..KernelOptions::default()
         },
@@ -55,8 +56,8 @@ fn run_suite(interleave: u32) -> Vec<ScriptReport> {
     reports.into_inner().unwrap()
 }
 
-fn check(interleave: u32) {
-    let reports = run_suite(interleave);
+fn check(backend: &str, interleave: u32) {
+    let reports = run_suite(backend, interleave);
     let passed: usize = reports.iter().map(|r| r.passed).sum();
     let failed: usize = reports.iter().map(|r| r.failures.len()).sum();
     let skipped: usize = reports.iter().map(|r| r.skips.len()).sum();
@@ -68,7 +69,7 @@ fn check(interleave: u32) {
             eprintln!("skip {}:{s}", r.name);
         }
     }
-    eprintln!("interleave {interleave}: {passed} passed, {failed} failed, {skipped} skipped");
+    eprintln!("{backend}, interleave {interleave}: {passed} passed, {failed} failed, {skipped} skipped");
     let ran = passed + failed;
     assert!(passed > 25_000, "too few assertions ran: {passed}");
     assert!(
@@ -88,10 +89,15 @@ fn check(interleave: u32) {
 
 #[test]
 fn spec_suite_on_cpu_contiguous() {
-    check(0);
+    check("cpu", 0);
+}
+
+#[test]
+fn spec_suite_on_opencl_interleave_4() {
+    check("opencl", 4);
 }
 
 #[test]
 fn spec_suite_on_cpu_interleave_8() {
-    check(8);
+    check("cpu", 8);
 }

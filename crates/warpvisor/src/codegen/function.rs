@@ -56,6 +56,8 @@ pub(super) struct FunctionEmitter<'m, 'a> {
     liveness: Option<Liveness>,
     op_index: usize,
     uses_callee: bool,
+    /// For each resume point: the loops around it, outermost first.
+    resume_chains: Vec<(u32, Vec<u32>)>,
 }
 
 impl<'m, 'a> FunctionEmitter<'m, 'a> {
@@ -81,6 +83,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             liveness: None,
             op_index: 0,
             uses_callee: false,
+            resume_chains: Vec::new(),
         }
     }
 
@@ -291,7 +294,8 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             }
             O::Loop { blockty } => {
                 let label = self.open(CtrlKind::Loop, blockty, false);
-                self.body.push_str(&format!("L{label}_top:; /* loop */\n"));
+                // `@RESUME{label}@` becomes the resume dispatch of this loop, if it has one.
+                self.body.push_str(&format!("L{label}_top:; /* loop */\n@RESUME{label}@"));
             }
             O::If { blockty } => {
                 let cond = self.pop()?;
@@ -666,6 +670,13 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         let base = self.stack.len();
         self.resume_points += 1;
         let k = self.resume_points;
+        let loops = self
+            .ctrl
+            .iter()
+            .filter(|c| c.kind == CtrlKind::Loop && !c.dead)
+            .map(|c| c.label)
+            .collect();
+        self.resume_chains.push((k, loops));
         let mut save = String::new();
         let mut restore = String::new();
         let mut word = 0usize;
@@ -708,7 +719,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             );
         }
         self.line(&format!("{pass}WV_ENTER(nfp); return;"));
-        self.body.push_str(&format!("wv_resume_{k}:;\n"));
+        self.body.push_str(&format!("wv_resume_{k}:; resume = 0;\n"));
         if !restore.is_empty() {
             self.line(restore.trim_end());
         }
@@ -778,9 +789,15 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             let _ = writeln!(out, "  {} s{pos}_{sfx};", suffix_c_type(sfx));
         }
         if self.cps {
-            out.push_str("  switch ((uint32_t)WV_STK(fp + 2)) {\n    case 0: break;\n");
-            for k in 1..=self.resume_points {
-                let _ = writeln!(out, "    case {k}: goto wv_resume_{k};");
+            // Resuming enters every loop through its header (see `resume_dispatch`), so the
+            // control-flow graph stays reducible for the device compilers.
+            out.push_str("  uint32_t resume = (uint32_t)WV_STK(fp + 2);\n");
+            out.push_str("  switch (resume) {\n    case 0: break;\n");
+            for (k, chain) in &self.resume_chains {
+                let target = chain
+                    .first()
+                    .map_or(format!("wv_resume_{k}"), |l| format!("L{l}_top"));
+                let _ = writeln!(out, "    case {k}: goto {target};");
             }
             out.push_str("    default: WV_TRAP(WV_TRAP_UNREACHABLE);\n  }\n");
             let _ = writeln!(
@@ -796,7 +813,14 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 );
             }
         }
-        out.push_str(&self.body.replace("@FRAME@", &frame_words.to_string()));
+        let mut body = self.body.replace("@FRAME@", &frame_words.to_string());
+        for label in 1..self.next_label {
+            let marker = format!("@RESUME{label}@");
+            if body.contains(&marker) {
+                body = body.replace(&marker, &self.resume_dispatch(label));
+            }
+        }
+        out.push_str(&body);
         out.push_str("wv_unwind:\n");
         if self.cps {
             out.push_str("  return;\n");
@@ -815,6 +839,27 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         }
         out.push_str("}\n");
         out
+    }
+}
+
+impl FunctionEmitter<'_, '_> {
+    /// At the header of loop `label`: while resuming, jump on towards the resume point —
+    /// to the next loop inward, or to the point itself.
+    fn resume_dispatch(&self, label: u32) -> String {
+        let mut cases = String::new();
+        for (k, chain) in &self.resume_chains {
+            if let Some(i) = chain.iter().position(|l| *l == label) {
+                let next = chain
+                    .get(i + 1)
+                    .map_or(format!("wv_resume_{k}"), |l| format!("L{l}_top"));
+                let _ = write!(cases, " case {k}: goto {next};");
+            }
+        }
+        if cases.is_empty() {
+            String::new()
+        } else {
+            format!("  if (resume) switch (resume) {{{cases} }}\n")
+        }
     }
 }
 

@@ -284,23 +284,25 @@ WV_FN uint32_t wv_i32_shr_s(uint32_t a, uint32_t b) { return (uint32_t)((int32_t
 WV_FN uint64_t wv_i64_shr_s(uint64_t a, uint64_t b) { return (uint64_t)((int64_t)a >> (b & 63)); }
 
 /* ---- float operators: no fast-math; NaN and signed-zero rules of WebAssembly ------------- */
+/* NaN tests (wv_f32_isnan, wv_f64_isnan) come from the dialect: on the bits, because a
+ * device compiler may assume `x != x` is false. */
 WV_FN float wv_f32_min(float a, float b) {
-  if (a != a || b != b) return a + b;
+  if (wv_f32_isnan(a) || wv_f32_isnan(b)) return a + b;
   if (a == b) return wv_f32_from_bits(wv_f32_bits(a) | wv_f32_bits(b));
   return a < b ? a : b;
 }
 WV_FN float wv_f32_max(float a, float b) {
-  if (a != a || b != b) return a + b;
+  if (wv_f32_isnan(a) || wv_f32_isnan(b)) return a + b;
   if (a == b) return wv_f32_from_bits(wv_f32_bits(a) & wv_f32_bits(b));
   return a > b ? a : b;
 }
 WV_FN double wv_f64_min(double a, double b) {
-  if (a != a || b != b) return a + b;
+  if (wv_f64_isnan(a) || wv_f64_isnan(b)) return a + b;
   if (a == b) return wv_f64_from_bits(wv_f64_bits(a) | wv_f64_bits(b));
   return a < b ? a : b;
 }
 WV_FN double wv_f64_max(double a, double b) {
-  if (a != a || b != b) return a + b;
+  if (wv_f64_isnan(a) || wv_f64_isnan(b)) return a + b;
   if (a == b) return wv_f64_from_bits(wv_f64_bits(a) & wv_f64_bits(b));
   return a > b ? a : b;
 }
@@ -316,59 +318,59 @@ WV_FN double wv_f64_copysign(double a, double b) {
 }
 
 /* Trapping float → integer conversions: NaN is a bad conversion, out of range an overflow. */
-#define WV_TRUNC(d, T, x, lo_ok, hi_ok) do { if ((x) != (x)) WV_TRAP(WV_TRAP_BAD_CONVERSION); \
+#define WV_TRUNC(d, T, isnan, x, lo_ok, hi_ok) do { if (isnan(x)) WV_TRAP(WV_TRAP_BAD_CONVERSION); \
   if (!((lo_ok) && (hi_ok))) WV_TRAP(WV_TRAP_INT_OVERFLOW); d = (T)(x); } while (0)
-#define WV_I32_TRUNC_F32_S(d, x) WV_TRUNC(d, int32_t, x, (x) >= -2147483648.0f, (x) < 2147483648.0f)
-#define WV_I32_TRUNC_F32_U(d, x) WV_TRUNC(d, uint32_t, x, (x) > -1.0f, (x) < 4294967296.0f)
-#define WV_I32_TRUNC_F64_S(d, x) WV_TRUNC(d, int32_t, x, (x) > -2147483649.0, (x) < 2147483648.0)
-#define WV_I32_TRUNC_F64_U(d, x) WV_TRUNC(d, uint32_t, x, (x) > -1.0, (x) < 4294967296.0)
-#define WV_I64_TRUNC_F32_S(d, x) WV_TRUNC(d, int64_t, x, (x) >= -9223372036854775808.0f, (x) < 9223372036854775808.0f)
-#define WV_I64_TRUNC_F32_U(d, x) WV_TRUNC(d, uint64_t, x, (x) > -1.0f, (x) < 18446744073709551616.0f)
-#define WV_I64_TRUNC_F64_S(d, x) WV_TRUNC(d, int64_t, x, (x) >= -9223372036854775808.0, (x) < 9223372036854775808.0)
-#define WV_I64_TRUNC_F64_U(d, x) WV_TRUNC(d, uint64_t, x, (x) > -1.0, (x) < 18446744073709551616.0)
+#define WV_I32_TRUNC_F32_S(d, x) WV_TRUNC(d, int32_t, wv_f32_isnan, x, (x) >= -2147483648.0f, (x) < 2147483648.0f)
+#define WV_I32_TRUNC_F32_U(d, x) WV_TRUNC(d, uint32_t, wv_f32_isnan, x, (x) > -1.0f, (x) < 4294967296.0f)
+#define WV_I32_TRUNC_F64_S(d, x) WV_TRUNC(d, int32_t, wv_f64_isnan, x, (x) > -2147483649.0, (x) < 2147483648.0)
+#define WV_I32_TRUNC_F64_U(d, x) WV_TRUNC(d, uint32_t, wv_f64_isnan, x, (x) > -1.0, (x) < 4294967296.0)
+#define WV_I64_TRUNC_F32_S(d, x) WV_TRUNC(d, int64_t, wv_f32_isnan, x, (x) >= -9223372036854775808.0f, (x) < 9223372036854775808.0f)
+#define WV_I64_TRUNC_F32_U(d, x) WV_TRUNC(d, uint64_t, wv_f32_isnan, x, (x) > -1.0f, (x) < 18446744073709551616.0f)
+#define WV_I64_TRUNC_F64_S(d, x) WV_TRUNC(d, int64_t, wv_f64_isnan, x, (x) >= -9223372036854775808.0, (x) < 9223372036854775808.0)
+#define WV_I64_TRUNC_F64_U(d, x) WV_TRUNC(d, uint64_t, wv_f64_isnan, x, (x) > -1.0, (x) < 18446744073709551616.0)
 
 /* Saturating float → integer conversions. */
 WV_FN uint32_t wv_i32_trunc_sat_f32_s(float x) {
-  if (x != x) return 0;
+  if (wv_f32_isnan(x)) return 0;
   if (x < -2147483648.0f) return 0x80000000u;
   if (x >= 2147483648.0f) return 0x7fffffffu;
   return (uint32_t)(int32_t)x;
 }
 WV_FN uint32_t wv_i32_trunc_sat_f32_u(float x) {
-  if (x != x || x <= -1.0f) return 0;
+  if (wv_f32_isnan(x) || x <= -1.0f) return 0;
   if (x >= 4294967296.0f) return 0xffffffffu;
   return (uint32_t)x;
 }
 WV_FN uint32_t wv_i32_trunc_sat_f64_s(double x) {
-  if (x != x) return 0;
+  if (wv_f64_isnan(x)) return 0;
   if (x <= -2147483649.0) return 0x80000000u;
   if (x >= 2147483648.0) return 0x7fffffffu;
   return (uint32_t)(int32_t)x;
 }
 WV_FN uint32_t wv_i32_trunc_sat_f64_u(double x) {
-  if (x != x || x <= -1.0) return 0;
+  if (wv_f64_isnan(x) || x <= -1.0) return 0;
   if (x >= 4294967296.0) return 0xffffffffu;
   return (uint32_t)x;
 }
 WV_FN uint64_t wv_i64_trunc_sat_f32_s(float x) {
-  if (x != x) return 0;
+  if (wv_f32_isnan(x)) return 0;
   if (x < -9223372036854775808.0f) return 0x8000000000000000ull;
   if (x >= 9223372036854775808.0f) return 0x7fffffffffffffffull;
   return (uint64_t)(int64_t)x;
 }
 WV_FN uint64_t wv_i64_trunc_sat_f32_u(float x) {
-  if (x != x || x <= -1.0f) return 0;
+  if (wv_f32_isnan(x) || x <= -1.0f) return 0;
   if (x >= 18446744073709551616.0f) return 0xffffffffffffffffull;
   return (uint64_t)x;
 }
 WV_FN uint64_t wv_i64_trunc_sat_f64_s(double x) {
-  if (x != x) return 0;
+  if (wv_f64_isnan(x)) return 0;
   if (x < -9223372036854775808.0) return 0x8000000000000000ull;
   if (x >= 9223372036854775808.0) return 0x7fffffffffffffffull;
   return (uint64_t)(int64_t)x;
 }
 WV_FN uint64_t wv_i64_trunc_sat_f64_u(double x) {
-  if (x != x || x <= -1.0) return 0;
+  if (wv_f64_isnan(x) || x <= -1.0) return 0;
   if (x >= 18446744073709551616.0) return 0xffffffffffffffffull;
   return (uint64_t)x;
 }

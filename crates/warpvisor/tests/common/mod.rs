@@ -16,6 +16,43 @@ pub fn cpu() -> Arc<dyn Backend> {
     .clone()
 }
 
+/// The `opencl` backend (PoCL in CI). OpenCL being unavailable fails the test: CI installs
+/// PoCL, so a missing runtime is a broken set-up, not a reason to pass.
+pub fn opencl() -> Arc<dyn Backend> {
+    static CL: OnceLock<Arc<dyn Backend>> = OnceLock::new();
+    CL.get_or_init(|| {
+        std::env::set_var("POCL_CACHE_DIR", pocl_cache());
+        Arc::new(
+            warpvisor::backend::opencl::OpenClBackend::new(None)
+                .unwrap_or_else(|e| panic!("OpenCL is needed for this test (apt-get install pocl-opencl-icd): {e}")),
+        )
+    })
+    .clone()
+}
+
+/// PoCL's kernel cache: `$POCL_CACHE_DIR`, else a folder in the target directory.
+pub fn pocl_cache() -> PathBuf {
+    std::env::var_os("POCL_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pocl-cache"))
+}
+
+/// A backend by name: `cpu` or `opencl`.
+pub fn backend(name: &str) -> Arc<dyn Backend> {
+    match name {
+        "opencl" => opencl(),
+        _ => cpu(),
+    }
+}
+
+/// The kernel dialect a backend compiles.
+pub fn dialect(name: &str) -> warpvisor::codegen::Dialect {
+    match name {
+        "opencl" => warpvisor::codegen::Dialect::OpenCl,
+        _ => warpvisor::codegen::Dialect::C,
+    }
+}
+
 /// The shared test suites: `$WARPVISOR_TESTSUITE`, else `shared/testsuite` beside the repo.
 pub fn testsuite() -> PathBuf {
     if let Some(d) = std::env::var_os("WARPVISOR_TESTSUITE") {

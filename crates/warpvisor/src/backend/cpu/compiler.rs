@@ -119,14 +119,23 @@ impl CCompiler {
         let c_file = dir.join(format!("{unique}.c"));
         let tmp_obj = dir.join(format!("{unique}.so.tmp"));
         std::fs::write(&c_file, &source.code).map_err(io("writing kernel source"))?;
-        let out = Command::new(&self.path)
-            .args(flags)
-            .arg("-o")
-            .arg(&tmp_obj)
-            .arg(&c_file)
-            .arg("-lm")
-            .output()
-            .map_err(io(format!("running {}", self.path)))?;
+        let run = |extra: &[&str]| {
+            Command::new(&self.path)
+                .args(flags)
+                .args(extra)
+                .arg("-o")
+                .arg(&tmp_obj)
+                .arg(&c_file)
+                .arg("-lm")
+                .output()
+                .map_err(io(format!("running {}", self.path)))
+        };
+        let mut out = run(&[])?;
+        // GCC 12's value-range propagation crashes on some generated functions (seen on
+        // random modules); the same code without that pass compiles.
+        if String::from_utf8_lossy(&out.stderr).contains("internal compiler error") {
+            out = run(&["-fno-tree-vrp"])?;
+        }
         let _ = std::fs::remove_file(&c_file);
         if !out.status.success() {
             let _ = std::fs::remove_file(&tmp_obj);
