@@ -11,7 +11,7 @@ pub mod opencl;
 
 use std::sync::Arc;
 
-use crate::codegen::{KernelOptions, KernelSource};
+use crate::codegen::KernelOptions;
 use crate::vmm::FleetBuffers;
 
 /// Why a backend could not build or run a kernel.
@@ -51,12 +51,8 @@ pub trait Backend: Send + Sync {
     /// Name used on the command line (`cpu`, ...).
     fn name(&self) -> &'static str;
 
-    /// Builds (or fetches from the cache) the device program for `source`.
-    fn load(
-        &self,
-        source: &KernelSource,
-        options: &KernelOptions,
-    ) -> Result<Arc<dyn Kernel>, BackendError>;
+    /// Builds (or fetches from the cache) the device program for one kernel source.
+    fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError>;
 }
 
 /// A loaded kernel, ready to run fleets.
@@ -67,7 +63,12 @@ pub trait Kernel: Send + Sync {
 
     /// Checks that a fleet of `num_vms` VMs fits the device: `per_vm` bytes in all, of which
     /// `largest_per_vm` in its largest buffer. The error names the largest fleet that fits.
-    fn check_capacity(&self, num_vms: u64, per_vm: u64, largest_per_vm: u64) -> Result<(), BackendError> {
+    fn check_capacity(
+        &self,
+        num_vms: u64,
+        per_vm: u64,
+        largest_per_vm: u64,
+    ) -> Result<(), BackendError> {
         let _ = (num_vms, per_vm, largest_per_vm);
         Ok(())
     }

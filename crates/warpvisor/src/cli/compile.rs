@@ -32,10 +32,25 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
         _ => codegen::Dialect::C,
     };
     let source = codegen::emit(&module, &options)?;
-    match &args.output {
-        Some(path) => std::fs::write(path, &source.code)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
-        None => print!("{}", source.code),
+    let many = source.partitions.len() > 1;
+    for (i, code) in source.partitions.iter().enumerate() {
+        match &args.output {
+            Some(path) => {
+                // Several partitions: FILE.cl becomes FILE.p0.cl, FILE.p1.cl, ...
+                let path = if many {
+                    let ext = path
+                        .extension()
+                        .map(|e| e.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    path.with_extension(format!("p{i}.{ext}"))
+                } else {
+                    path.clone()
+                };
+                std::fs::write(&path, code)
+                    .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+            }
+            None => print!("{code}"),
+        }
     }
     Ok(0)
 }

@@ -59,6 +59,10 @@ pub struct FleetArgs {
     /// Most elements a table may grow to.
     #[arg(long, default_value_t = 10_000)]
     pub max_table_elements: u32,
+    /// Split the kernel into partitions of at most this many WebAssembly operators (0: one
+    /// kernel). Default: 0 for cpu, 2000 for opencl, whose compile time grows steeply with size.
+    #[arg(long)]
+    pub partition_ops: Option<u32>,
     /// Worker threads of the cpu backend (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -68,10 +72,19 @@ impl FleetArgs {
     /// Kernel options from the flags.
     pub fn kernel(&self) -> KernelOptions {
         KernelOptions {
-            dialect: if self.backend == "opencl" { Dialect::OpenCl } else { Dialect::C },
+            dialect: if self.backend == "opencl" {
+                Dialect::OpenCl
+            } else {
+                Dialect::C
+            },
             interleave: self.interleave,
             max_table_elements: self.max_table_elements,
             opt_level: self.opt_level,
+            partition_ops: self.partition_ops.unwrap_or(if self.backend == "opencl" {
+                2000
+            } else {
+                0
+            }),
         }
     }
 
@@ -88,7 +101,9 @@ impl FleetArgs {
     /// The selected backend.
     pub fn backend(&self) -> anyhow::Result<std::sync::Arc<dyn warpvisor::backend::Backend>> {
         Ok(match self.backend.as_str() {
-            "opencl" => std::sync::Arc::new(warpvisor::backend::opencl::OpenClBackend::new(self.device)?),
+            "opencl" => {
+                std::sync::Arc::new(warpvisor::backend::opencl::OpenClBackend::new(self.device)?)
+            }
             _ => std::sync::Arc::new(warpvisor::backend::cpu::CpuBackend::new(self.workers)?),
         })
     }
@@ -149,7 +164,9 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(e) => {
             // A device compiler's log is shown whole; everything else is one line.
-            if let Some(warpvisor::backend::BackendError::Compile { compiler, log }) = find_compile_error(&e) {
+            if let Some(warpvisor::backend::BackendError::Compile { compiler, log }) =
+                find_compile_error(&e)
+            {
                 eprintln!("error: kernel compilation failed ({compiler}); build log:\n{log}");
                 return 1;
             }

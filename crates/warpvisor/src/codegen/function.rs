@@ -295,7 +295,8 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             O::Loop { blockty } => {
                 let label = self.open(CtrlKind::Loop, blockty, false);
                 // `@RESUME{label}@` becomes the resume dispatch of this loop, if it has one.
-                self.body.push_str(&format!("L{label}_top:; /* loop */\n@RESUME{label}@"));
+                self.body
+                    .push_str(&format!("L{label}_top:; /* loop */\n@RESUME{label}@"));
             }
             O::If { blockty } => {
                 let cond = self.pop()?;
@@ -719,7 +720,8 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             );
         }
         self.line(&format!("{pass}WV_ENTER(nfp); return;"));
-        self.body.push_str(&format!("wv_resume_{k}:; resume = 0;\n"));
+        self.body
+            .push_str(&format!("wv_resume_{k}:; resume = 0;\n"));
         if !restore.is_empty() {
             self.line(restore.trim_end());
         }

@@ -8,11 +8,11 @@
 
 mod dialect;
 mod function;
+mod kernel;
 mod numeric;
 
-use std::fmt::Write;
-
 pub use dialect::Dialect;
+pub use kernel::emit;
 
 use wasmparser::ValType;
 
@@ -57,6 +57,9 @@ pub struct KernelOptions {
     pub max_table_elements: u32,
     /// Device compiler optimisation level, 0 to 3 (OpenCL: 0 means `-cl-opt-disable`).
     pub opt_level: u8,
+    /// Most WebAssembly operators per kernel partition (0: one kernel). Device compilers
+    /// take time that grows faster than linearly with kernel size.
+    pub partition_ops: u32,
 }
 
 impl Default for KernelOptions {
@@ -66,6 +69,7 @@ impl Default for KernelOptions {
             interleave: 0,
             max_table_elements: 10_000,
             opt_level: 2,
+            partition_ops: 0,
         }
     }
 }
@@ -87,15 +91,15 @@ pub struct KernelLayout {
     pub ret_words: u32,
 }
 
-/// A generated kernel.
+/// A generated kernel: one source per partition.
 #[derive(Debug, Clone)]
 pub struct KernelSource {
-    /// The complete source.
-    pub code: String,
+    /// The complete source of each partition (one unless partitioning was asked for).
+    pub partitions: Vec<String>,
+    /// For each function, the partition whose trampoline starts it (`u32::MAX`: none).
+    pub partition_of: Vec<u32>,
     /// The layout facts the VMM needs.
     pub layout: KernelLayout,
-    /// Functions the trampoline can start (imports, continuations, shims of fastcalls).
-    pub dispatchable: Vec<bool>,
 }
 
 /// Everything the per-function emitter needs to know about the module.
@@ -131,14 +135,6 @@ pub(crate) fn slot_suffix(t: ValType) -> &'static str {
 pub(crate) fn tuple_name(results: &[ValType]) -> String {
     let parts: Vec<&str> = results.iter().map(|t| slot_suffix(*t)).collect();
     format!("wv_tuple_{}", parts.join("_"))
-}
-
-fn const_array(out: &mut String, name: &str, values: &[u32]) {
-    let mut v: Vec<String> = values.iter().map(|x| format!("{x}u")).collect();
-    if v.is_empty() {
-        v.push("0u".into()); // C has no empty arrays
-    }
-    let _ = writeln!(out, "WV_CONST uint32_t {name}[] = {{{}}};", v.join(", "));
 }
 
 /// Computes the layout facts of `module` under `options`.
@@ -197,202 +193,6 @@ pub fn kernel_layout(
     })
 }
 
-/// Generates the kernel for `module`.
-pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource, CodegenError> {
-    if ![0, 4, 8].contains(&options.interleave) {
-        return Err(CodegenError::Limit(format!(
-            "interleave must be 0, 4 or 8, not {}",
-            options.interleave
-        )));
-    }
-    let sigs = Signatures::new(module);
-    let graph = CallGraph::new(module, &sigs);
-    let ctx = ModuleContext {
-        module,
-        sigs: &sigs,
-        graph: &graph,
-    };
-    let layout = kernel_layout(module, options)?;
-    let n = module.funcs.len();
-
-    // Functions the trampoline may be asked to start.
-    let mut dispatchable = graph.yields.clone();
-    for (f, r) in graph.referenceable.iter().enumerate() {
-        dispatchable[f] |= *r;
-    }
-    for e in &module.exports {
-        if let crate::frontend::ExportKind::Func(f) = e.kind {
-            dispatchable[f as usize] = true;
-        }
-    }
-    if let Some(s) = module.start {
-        dispatchable[s as usize] = true;
-    }
-
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "/* warpvisor kernel: {} functions ({} continuation, {} fastcall), interleave {} */",
-        n,
-        graph
-            .yields
-            .iter()
-            .skip(module.imported_funcs)
-            .filter(|y| **y)
-            .count(),
-        graph
-            .yields
-            .iter()
-            .skip(module.imported_funcs)
-            .filter(|y| !**y)
-            .count(),
-        options.interleave
-    );
-    out.push_str(options.dialect.header());
-    let _ = writeln!(out, "#define WV_INTERLEAVE {}", options.interleave);
-    let _ = writeln!(out, "#define WV_NUM_FUNCS {n}u");
-    let _ = writeln!(
-        out,
-        "#define WV_NUM_GLOBALS {}u",
-        module.globals.len().max(1)
-    );
-    let _ = writeln!(out, "#define WV_NUM_TABLES {}u", module.tables.len().max(1));
-    let _ = writeln!(out, "#define WV_TABLE_WORDS {}u", layout.table_words);
-    let _ = writeln!(out, "#define WV_NUM_DATAS {}u", module.datas.len());
-    let _ = writeln!(
-        out,
-        "#define WV_NUM_SEGMENTS {}u",
-        (module.datas.len() + module.elems.len()).max(1)
-    );
-    let _ = writeln!(out, "#define WV_RET_WORDS {}u", layout.ret_words);
-    const_array(&mut out, "wv_table_base", &layout.table_base);
-    const_array(&mut out, "wv_table_cap", &layout.table_caps);
-    let data_len: Vec<u32> = module.datas.iter().map(|d| d.bytes.len() as u32).collect();
-    const_array(&mut out, "wv_data_base", &layout.data_base);
-    const_array(&mut out, "wv_data_len", &data_len);
-    let elem_len: Vec<u32> = module.elems.iter().map(|e| e.items.len() as u32).collect();
-    const_array(&mut out, "wv_elem_base", &layout.elem_base);
-    const_array(&mut out, "wv_elem_len", &elem_len);
-    let func_sig: Vec<u32> = (0..n as u32).map(|f| sigs.of_func(module, f)).collect();
-    const_array(&mut out, "wv_func_sig", &func_sig);
-    out.push_str(PRELUDE);
-
-    // Result tuples of multi-value fastcalls.
-    let mut tuples = std::collections::BTreeMap::new();
-    for f in module.imported_funcs..n {
-        let r = module.func_type(f as u32).results();
-        if r.len() > 1 {
-            tuples.insert(tuple_name(r), r.to_vec());
-        }
-    }
-    for r in tuples.values() {
-        let _ = write!(out, "typedef struct {{");
-        for (k, t) in r.iter().enumerate() {
-            let _ = write!(out, " {} v{k};", c_type(*t));
-        }
-        let _ = writeln!(out, " }} {};", tuple_name(r));
-    }
-
-    // Forward declarations, then bodies.
-    out.push_str("\n/* ---- functions ---- */\n");
-    for f in module.imported_funcs..n {
-        let f = f as u32;
-        if graph.yields[f as usize] {
-            let _ = writeln!(out, "static void wv_k{f}(wv_fleet *f, uint32_t vm);");
-        } else {
-            let _ = writeln!(out, "{};", function::fastcall_signature(&ctx, f));
-        }
-    }
-    for f in module.imported_funcs..n {
-        out.push('\n');
-        out.push_str(&function::FunctionEmitter::new(&ctx, f as u32).emit()?);
-    }
-
-    // Entry shims: start a fastcall from a frame on the call stack.
-    out.push_str("\n/* ---- entry shims: fastcalls started by the trampoline ---- */\n");
-    for (f, &d) in dispatchable.iter().enumerate().skip(module.imported_funcs) {
-        if d && !graph.yields[f] {
-            out.push_str(&entry_shim(&ctx, f as u32));
-        }
-    }
-
-    // The trampoline.
-    out.push_str(
-        "\n/* ---- trampoline: runs a VM until it finishes, traps or makes a hypercall ---- */\n",
-    );
-    out.push_str("static void wv_trampoline(wv_fleet *f, uint32_t vm) {\n");
-    out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
-    out.push_str("  while (v->status == WV_RUNNING) {\n");
-    out.push_str("    switch ((uint32_t)WV_STK(v->fp + 1)) {\n");
-    for (f, &d) in dispatchable.iter().enumerate() {
-        if f < module.imported_funcs {
-            let _ = writeln!(
-                out,
-                "      case {f}: v->hypercall = {f}; v->status = WV_HYPERCALL; break; /* import {} */",
-                function::sanitize_comment(&module.func_display_name(f as u32))
-            );
-        } else if graph.yields[f] {
-            let _ = writeln!(out, "      case {f}: wv_k{f}(f, vm); break;");
-        } else if d {
-            let _ = writeln!(out, "      case {f}: wv_e{f}(f, vm); break;");
-        }
-    }
-    out.push_str("      default: wv_trap(f, vm, WV_TRAP_UNREACHABLE); break;\n");
-    out.push_str("    }\n  }\n}\n");
-    out.push_str(options.dialect.entry());
-    Ok(KernelSource {
-        code: out,
-        layout,
-        dispatchable,
-    })
-}
-
-fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
-    let ty = ctx.module.func_type(func);
-    let mut out = format!("static void wv_e{func}(wv_fleet *f, uint32_t vm) {{\n");
-    out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  uint32_t fp = v->fp;\n");
-    let args: Vec<String> = ty
-        .params()
-        .iter()
-        .enumerate()
-        .map(|(i, t)| format!("wv_dec_{}(WV_STK(fp + {}))", slot_suffix(*t), 3 + i))
-        .collect();
-    let call = format!(
-        "wv_f{func}(f, vm{}{})",
-        if args.is_empty() { "" } else { ", " },
-        args.join(", ")
-    );
-    match ty.results().len() {
-        0 => {
-            let _ = writeln!(out, "  {call};");
-        }
-        1 => {
-            let _ = writeln!(out, "  {} r_ = {call};", c_type(ty.results()[0]));
-        }
-        _ => {
-            let _ = writeln!(out, "  {} r_ = {call};", tuple_name(ty.results()));
-        }
-    }
-    out.push_str("  if (v->status != WV_RUNNING) return;\n");
-    match ty.results().len() {
-        0 => {}
-        1 => {
-            let _ = writeln!(
-                out,
-                "  WV_RET(0) = wv_enc_{}(r_);",
-                slot_suffix(ty.results()[0])
-            );
-        }
-        _ => {
-            for (k, t) in ty.results().iter().enumerate() {
-                let _ = writeln!(out, "  WV_RET({k}) = wv_enc_{}(r_.v{k});", slot_suffix(*t));
-            }
-        }
-    }
-    out.push_str("  wv_pop_frame(f, vm, fp);\n}\n");
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -400,7 +200,10 @@ mod tests {
     fn kernel(wat: &str) -> String {
         let bytes = wat::parse_str(wat).unwrap();
         let m = crate::frontend::load(&bytes).unwrap();
-        emit(&m, &KernelOptions::default()).unwrap().code
+        emit(&m, &KernelOptions::default())
+            .unwrap()
+            .partitions
+            .remove(0)
     }
 
     #[test]

@@ -10,6 +10,7 @@
 #define WV_DONE 1u
 #define WV_TRAPPED 2u
 #define WV_HYPERCALL 3u
+#define WV_ELSEWHERE 4u /* the next frame belongs to another kernel partition */
 
 /* Trap kinds, mirrored by vmm::TrapKind. */
 #define WV_TRAP_UNREACHABLE 1u

@@ -10,6 +10,8 @@ pub mod status {
     pub const TRAPPED: u32 = 2;
     /// Waiting for the host to service a call to an import.
     pub const HYPERCALL: u32 = 3;
+    /// Waiting for another kernel partition to run its next frame.
+    pub const ELSEWHERE: u32 = 4;
 }
 
 /// The frame link of an entry frame (`WV_NO_FRAME`).

@@ -148,9 +148,13 @@ impl Fleet {
             + program.layout.table_words as u64 * 4
             + program.layout.ret_words as u64 * 8
             + 64;
-        program
-            .kernel
-            .check_capacity(config.num_vms as u64, per_vm, layout.mem_stride().max(per_vm_stack))?;
+        for k in &program.kernels {
+            k.check_capacity(
+                config.num_vms as u64,
+                per_vm,
+                layout.mem_stride().max(per_vm_stack),
+            )?;
+        }
         let mut table_initial = Vec::new();
         let mut imported_tables = imports.tables.iter();
         for (i, t) in m.tables.iter().enumerate() {
@@ -431,9 +435,13 @@ impl Fleet {
             }
         }
         loop {
-            self.program.kernel.launch(&mut self.buffers)?;
-            if !self.service_hypercalls() {
-                break;
+            match self.next_partition() {
+                Some(p) => self.program.kernels[p].launch(&mut self.buffers)?,
+                None => {
+                    if !self.service_hypercalls() {
+                        break;
+                    }
+                }
             }
         }
         let max_pages = self.buffers.mem_pages.iter().copied().max().unwrap_or(0) as u64;
@@ -459,6 +467,45 @@ impl Fleet {
                 }
             })
             .collect())
+    }
+
+    /// Chooses the partition that most waiting VMs need next, marks exactly those VMs running
+    /// and the other waiting ones `ELSEWHERE`; `None` when no VM waits for a kernel.
+    fn next_partition(&mut self) -> Option<usize> {
+        let layout = self.buffers.layout;
+        let single = self.program.kernels.len() == 1;
+        let mut wanted: Vec<Option<usize>> = vec![None; layout.num_vms as usize];
+        let mut counts = vec![0usize; self.program.kernels.len()];
+        for (vm, ctl) in self.buffers.vms.iter().enumerate() {
+            if ctl.status != status::RUNNING && ctl.status != status::ELSEWHERE {
+                continue;
+            }
+            let p = if single {
+                0
+            } else {
+                let fid = self.buffers.stack[layout.stack_index(vm as u32, ctl.fp + 1)] as usize;
+                match self.program.partition_of.get(fid) {
+                    Some(&p) if (p as usize) < counts.len() => p as usize,
+                    _ => 0, // an import or an unknown id: any partition handles or traps it
+                }
+            };
+            wanted[vm] = Some(p);
+            counts[p] += 1;
+        }
+        let (best, &n) = counts.iter().enumerate().max_by_key(|(_, c)| **c)?;
+        if n == 0 {
+            return None;
+        }
+        for (ctl, w) in self.buffers.vms.iter_mut().zip(&wanted) {
+            if let Some(p) = w {
+                ctl.status = if *p == best {
+                    status::RUNNING
+                } else {
+                    status::ELSEWHERE
+                };
+            }
+        }
+        Some(best)
     }
 
     /// Services every VM stopped at a hypercall; returns whether any was.

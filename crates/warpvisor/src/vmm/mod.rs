@@ -13,6 +13,7 @@ pub use fleet::{Fleet, FleetConfig, HostFunctions, Imports, NoHost};
 pub use values::{Outcome, TrapKind, Value};
 
 use crate::backend::{Backend, BackendError, Kernel};
+
 use crate::codegen::{self, CodegenError, KernelLayout, KernelOptions, KernelSource};
 use crate::frontend::{self, FrontendError, Module};
 
@@ -67,8 +68,10 @@ pub enum VmmError {
 pub struct Program {
     /// The module (without bodies).
     pub module: Module<'static>,
-    /// The device program.
-    pub kernel: Arc<dyn Kernel>,
+    /// The device programs, one per kernel partition.
+    pub kernels: Vec<Arc<dyn Kernel>>,
+    /// For each function, the partition whose kernel starts it.
+    pub partition_of: Vec<u32>,
     /// Layout facts of the kernel.
     pub layout: KernelLayout,
     /// Settings the kernel was built with.
@@ -95,10 +98,26 @@ impl Program {
         options: &KernelOptions,
         backend: &dyn Backend,
     ) -> Result<Program, VmmError> {
-        let kernel = backend.load(source, options)?;
+        // Partitions build in parallel: device compilers are slow.
+        let kernels = std::thread::scope(|s| {
+            let handles: Vec<_> = source
+                .partitions
+                .iter()
+                .map(|code| s.spawn(move || backend.load(code, options)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(BackendError::Launch("kernel build thread failed".into()))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })?;
         Ok(Program {
             module,
-            kernel,
+            kernels,
+            partition_of: source.partition_of.clone(),
             layout: source.layout.clone(),
             options: options.clone(),
         })

@@ -23,8 +23,9 @@ pub fn opencl() -> Arc<dyn Backend> {
     CL.get_or_init(|| {
         std::env::set_var("POCL_CACHE_DIR", pocl_cache());
         Arc::new(
-            warpvisor::backend::opencl::OpenClBackend::new(None)
-                .unwrap_or_else(|e| panic!("OpenCL is needed for this test (apt-get install pocl-opencl-icd): {e}")),
+            warpvisor::backend::opencl::OpenClBackend::new(None).unwrap_or_else(|e| {
+                panic!("OpenCL is needed for this test (apt-get install pocl-opencl-icd): {e}")
+            }),
         )
     })
     .clone()

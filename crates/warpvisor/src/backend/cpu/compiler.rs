@@ -9,7 +9,7 @@ use std::process::Command;
 
 use crate::backend::cache::{self, cache_dir};
 use crate::backend::BackendError;
-use crate::codegen::{KernelOptions, KernelSource};
+use crate::codegen::KernelOptions;
 
 /// Flags that keep WebAssembly float semantics exact and the C well-defined.
 const FLAGS: &[&str] = &[
@@ -61,27 +61,27 @@ impl CCompiler {
         f
     }
 
-    fn key(&self, source: &KernelSource, flags: &[String]) -> String {
+    fn key(&self, code: &str, flags: &[String]) -> String {
         let flags = flags.join(" ");
         cache::key(&[
             env!("CARGO_PKG_VERSION").as_bytes(),
             self.identity.as_bytes(),
             flags.as_bytes(),
-            source.code.as_bytes(),
+            code.as_bytes(),
         ])
     }
 
     /// Compiles `source` (or reuses the cached object) and loads it.
     pub fn build(
         &self,
-        source: &KernelSource,
+        code: &str,
         options: &KernelOptions,
     ) -> Result<libloading::Library, BackendError> {
         let dir = cache_dir();
         std::fs::create_dir_all(&dir)
             .map_err(io(format!("creating kernel cache {}", dir.display())))?;
         let flags = Self::flags(options);
-        let key = self.key(source, &flags);
+        let key = self.key(code, &flags);
         let object = dir.join(format!("{key}.so"));
         let manifest = dir.join(format!("{key}.json"));
         let expected = serde_json::json!({
@@ -94,7 +94,7 @@ impl CCompiler {
         let cached =
             object.exists() && std::fs::read_to_string(&manifest).is_ok_and(|m| m == expected);
         if !cached {
-            self.compile(&dir, &key, source, &object, &flags)?;
+            self.compile(&dir, &key, code, &object, &flags)?;
             write_atomically(&manifest, expected.as_bytes())?;
         }
         // SAFETY: the object is our generated kernel: its initializers do nothing.
@@ -106,7 +106,7 @@ impl CCompiler {
         &self,
         dir: &Path,
         key: &str,
-        source: &KernelSource,
+        code: &str,
         object: &Path,
         flags: &[String],
     ) -> Result<(), BackendError> {
@@ -118,7 +118,7 @@ impl CCompiler {
         .replace(['(', ')'], "");
         let c_file = dir.join(format!("{unique}.c"));
         let tmp_obj = dir.join(format!("{unique}.so.tmp"));
-        std::fs::write(&c_file, &source.code).map_err(io("writing kernel source"))?;
+        std::fs::write(&c_file, code).map_err(io("writing kernel source"))?;
         let run = |extra: &[&str]| {
             Command::new(&self.path)
                 .args(flags)

@@ -10,7 +10,7 @@ pub use compiler::CCompiler;
 use pool::WorkerPool;
 
 use super::{Backend, BackendError, Kernel};
-use crate::codegen::{KernelOptions, KernelSource};
+use crate::codegen::KernelOptions;
 use crate::vmm::abi::FleetAbi;
 use crate::vmm::FleetBuffers;
 
@@ -41,12 +41,8 @@ impl Backend for CpuBackend {
         "cpu"
     }
 
-    fn load(
-        &self,
-        source: &KernelSource,
-        options: &KernelOptions,
-    ) -> Result<Arc<dyn Kernel>, BackendError> {
-        let library = self.compiler.build(source, options)?;
+    fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
+        let library = self.compiler.build(code, options)?;
         // SAFETY: the library was built from our kernel source, whose entry has this type.
         let launch: LaunchFn = unsafe {
             *library

@@ -11,11 +11,13 @@ use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
 use opencl3::kernel::{ExecuteKernel, Kernel as ClKernel};
-use opencl3::memory::{Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR};
+use opencl3::memory::{
+    Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR,
+};
 use opencl3::types::{cl_mem, CL_BLOCKING};
 
 use super::{Backend, BackendError, Kernel};
-use crate::codegen::{KernelOptions, KernelSource};
+use crate::codegen::KernelOptions;
 use crate::vmm::FleetBuffers;
 
 /// One OpenCL device as `warpvisor devices` shows it.
@@ -52,7 +54,9 @@ pub fn devices() -> Result<Vec<(DeviceInfo, Device)>, BackendError> {
     // loads, OpenCL is unavailable (cl3 would otherwise fall back to the system library).
     if let Ok(paths) = std::env::var("OPENCL_DYLIB_PATH") {
         // SAFETY: loading an OpenCL ICD loader runs only its initialisers.
-        let loads = paths.split(';').any(|p| unsafe { libloading::Library::new(p) }.is_ok());
+        let loads = paths
+            .split(';')
+            .any(|p| unsafe { libloading::Library::new(p) }.is_ok());
         if !loads {
             return Err(unavailable(format!(
                 "OPENCL_DYLIB_PATH={paths} names no loadable OpenCL library"
@@ -95,23 +99,46 @@ pub fn devices() -> Result<Vec<(DeviceInfo, Device)>, BackendError> {
 /// The `opencl` backend on one device.
 pub struct OpenClBackend {
     info: DeviceInfo,
-    device: Device,
+    shared: Arc<Shared>,
 }
+
+/// The context and queue every kernel of this backend uses; launches are serialised.
+struct Shared {
+    context: Context,
+    queue: Mutex<CommandQueue>,
+}
+
+// SAFETY: the queue is used only under its mutex; contexts are thread-safe in OpenCL.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
 
 impl OpenClBackend {
     /// Opens device `index` (default: the first GPU, else the first device).
     pub fn new(index: Option<usize>) -> Result<Self, BackendError> {
         let all = devices()?;
         let chosen = match index {
-            Some(i) => all.into_iter().nth(i).ok_or_else(|| unavailable(format!("no OpenCL device {i}")))?,
+            Some(i) => all
+                .into_iter()
+                .nth(i)
+                .ok_or_else(|| unavailable(format!("no OpenCL device {i}")))?,
             None => {
                 let gpu = all.iter().position(|(d, _)| d.gpu).unwrap_or(0);
-                all.into_iter().nth(gpu).ok_or_else(|| unavailable("no device"))?
+                all.into_iter()
+                    .nth(gpu)
+                    .ok_or_else(|| unavailable("no device"))?
             }
         };
+        let context = Context::from_device(&chosen.1)
+            .map_err(|e| BackendError::Launch(format!("creating an OpenCL context: {e}")))?;
+        #[allow(deprecated)]
+        let queue = CommandQueue::create_default(&context, 0)
+            .map_err(|e| BackendError::Launch(format!("creating an OpenCL queue: {e}")))?;
         Ok(OpenClBackend {
             info: chosen.0,
-            device: chosen.1,
+            shared: Arc::new(Shared {
+                context,
+                queue: Mutex::new(queue),
+            }),
         })
     }
 
@@ -126,43 +153,31 @@ impl Backend for OpenClBackend {
         "opencl"
     }
 
-    fn load(&self, source: &KernelSource, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
-        let context = Context::from_device(&self.device)
-            .map_err(|e| BackendError::Launch(format!("creating an OpenCL context: {e}")))?;
-        #[allow(deprecated)]
-        let queue = CommandQueue::create_default(&context, 0)
-            .map_err(|e| BackendError::Launch(format!("creating an OpenCL queue: {e}")))?;
-        let built = program::build(&context, &self.info, source, options)?;
+    fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
+        let built = program::build(&self.shared.context, &self.info, code, options)?;
         let kernel = ClKernel::create(&built, "wv_kernel")
             .map_err(|e| BackendError::Launch(format!("kernel wv_kernel: {e}")))?;
         Ok(Arc::new(OpenClKernel {
-            state: Mutex::new(State {
-                _program: built,
-                kernel,
-                queue,
-                context,
-            }),
+            shared: self.shared.clone(),
+            _program: built,
+            kernel,
             global_memory: self.info.global_memory,
             max_allocation: self.info.max_allocation,
         }))
     }
 }
 
-struct State {
-    context: Context,
-    queue: CommandQueue,
+/// A built OpenCL kernel. Launches are serialised (under the queue's mutex): kernel
+/// arguments belong to the kernel object.
+struct OpenClKernel {
+    shared: Arc<Shared>,
     _program: opencl3::program::Program,
     kernel: ClKernel,
-}
-
-/// A built OpenCL kernel. Launches are serialised: kernel arguments are per kernel object.
-struct OpenClKernel {
-    state: Mutex<State>,
     global_memory: u64,
     max_allocation: u64,
 }
 
-// SAFETY: every OpenCL object is used only under the mutex.
+// SAFETY: the kernel object is used only under the shared queue's mutex.
 unsafe impl Send for OpenClKernel {}
 unsafe impl Sync for OpenClKernel {}
 
@@ -178,7 +193,12 @@ fn wrap<T>(context: &Context, slice: &mut [T]) -> Result<Buffer<T>, BackendError
             slice.as_mut_ptr().cast(),
         )
     }
-    .map_err(|e| BackendError::Launch(format!("creating a device buffer of {} bytes: {e}", std::mem::size_of_val(slice))))
+    .map_err(|e| {
+        BackendError::Launch(format!(
+            "creating a device buffer of {} bytes: {e}",
+            std::mem::size_of_val(slice)
+        ))
+    })
 }
 
 /// Makes the host copy of `buffer` current (a blocking map and unmap).
@@ -188,7 +208,15 @@ fn sync<T>(queue: &CommandQueue, buffer: &Buffer<T>, len: usize) -> Result<(), B
     // SAFETY: the mapping covers the buffer and is released at once.
     unsafe {
         queue
-            .enqueue_map_buffer(buffer, CL_BLOCKING, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, &mut ptr, &[])
+            .enqueue_map_buffer(
+                buffer,
+                CL_BLOCKING,
+                CL_MAP_READ | CL_MAP_WRITE,
+                0,
+                bytes,
+                &mut ptr,
+                &[],
+            )
             .map_err(|e| BackendError::Launch(format!("reading back a buffer: {e}")))?;
         queue
             .enqueue_unmap_mem_object(buffer.get(), ptr, &[])
@@ -199,9 +227,9 @@ fn sync<T>(queue: &CommandQueue, buffer: &Buffer<T>, len: usize) -> Result<(), B
 
 impl Kernel for OpenClKernel {
     fn launch(&self, fleet: &mut FleetBuffers) -> Result<(), BackendError> {
-        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
         let abi = fleet.abi();
-        let ctx = &st.context;
+        let ctx = &self.shared.context;
         // Zero-length slices still get a 1-element buffer (OpenCL has no empty buffers).
         let mut one = [0u8; 16];
         let mem_slice: &mut [u8] = if fleet.mem.as_slice().is_empty() {
@@ -223,7 +251,7 @@ impl Kernel for OpenClKernel {
         let vms = wrap(ctx, &mut fleet.vms)?;
         // SAFETY: the arguments match `wv_kernel`'s parameters in order and type.
         unsafe {
-            ExecuteKernel::new(&st.kernel)
+            ExecuteKernel::new(&self.kernel)
                 .set_arg(&mem)
                 .set_arg(&mem_pages)
                 .set_arg(&globals)
@@ -241,26 +269,32 @@ impl Kernel for OpenClKernel {
                 .set_arg(&abi.stack_words)
                 .set_arg(&abi.max_depth)
                 .set_global_work_size(abi.num_vms as usize)
-                .enqueue_nd_range(&st.queue)
+                .enqueue_nd_range(&queue)
                 .map_err(|e| BackendError::Launch(format!("enqueueing the kernel: {e}")))?;
         }
-        st.queue
+        queue
             .finish()
             .map_err(|e| BackendError::Launch(format!("running the kernel: {e}")))?;
-        sync(&st.queue, &mem, mem_len)?;
-        sync(&st.queue, &mem_pages, fleet.mem_pages.len())?;
-        sync(&st.queue, &globals, fleet.globals.len())?;
-        sync(&st.queue, &tables, fleet.tables.len())?;
-        sync(&st.queue, &table_sizes, fleet.table_sizes.len())?;
-        sync(&st.queue, &dropped, fleet.dropped.len())?;
-        sync(&st.queue, &stack, fleet.stack.len())?;
-        sync(&st.queue, &ret, fleet.ret.len())?;
-        sync(&st.queue, &vms, fleet.vms.len())?;
+        sync(&queue, &mem, mem_len)?;
+        sync(&queue, &mem_pages, fleet.mem_pages.len())?;
+        sync(&queue, &globals, fleet.globals.len())?;
+        sync(&queue, &tables, fleet.tables.len())?;
+        sync(&queue, &table_sizes, fleet.table_sizes.len())?;
+        sync(&queue, &dropped, fleet.dropped.len())?;
+        sync(&queue, &stack, fleet.stack.len())?;
+        sync(&queue, &ret, fleet.ret.len())?;
+        sync(&queue, &vms, fleet.vms.len())?;
         Ok(())
     }
 
-    fn check_capacity(&self, num_vms: u64, per_vm: u64, largest_per_vm: u64) -> Result<(), BackendError> {
-        let fits = |n: u64| n * per_vm <= self.global_memory && n * largest_per_vm <= self.max_allocation;
+    fn check_capacity(
+        &self,
+        num_vms: u64,
+        per_vm: u64,
+        largest_per_vm: u64,
+    ) -> Result<(), BackendError> {
+        let fits =
+            |n: u64| n * per_vm <= self.global_memory && n * largest_per_vm <= self.max_allocation;
         if fits(num_vms) {
             return Ok(());
         }
@@ -268,8 +302,8 @@ impl Kernel for OpenClKernel {
         let by_alloc = self.max_allocation / largest_per_vm.max(1);
         Err(BackendError::Launch(format!(
             "{num_vms} VMs need {} MiB ({} MiB in one buffer), more than the device's {} MiB of global memory / {} MiB per allocation; at most {} VMs fit with these memory settings",
-            num_vms * per_vm >> 20,
-            num_vms * largest_per_vm >> 20,
+            (num_vms * per_vm) >> 20,
+            (num_vms * largest_per_vm) >> 20,
             self.global_memory >> 20,
             self.max_allocation >> 20,
             by_total.min(by_alloc)

@@ -7,7 +7,7 @@ use opencl3::program::Program;
 use super::DeviceInfo;
 use crate::backend::cache;
 use crate::backend::BackendError;
-use crate::codegen::{KernelOptions, KernelSource};
+use crate::codegen::KernelOptions;
 
 /// Build options: exact float division and square root; optimisation per `opt_level`.
 pub fn build_options(options: &KernelOptions) -> String {
@@ -39,11 +39,11 @@ fn offending_lines(log: &str, source: &str) -> String {
     out
 }
 
-/// Builds `source` for the context's device, reusing a cached binary when one exists.
+/// Builds `code` for the context's device, reusing a cached binary when one exists.
 pub fn build(
     context: &Context,
     device: &DeviceInfo,
-    source: &KernelSource,
+    code: &str,
     options: &KernelOptions,
 ) -> Result<Program, BackendError> {
     let opts = build_options(options);
@@ -53,7 +53,7 @@ pub fn build(
         device.name.as_bytes(),
         device.driver.as_bytes(),
         opts.as_bytes(),
-        source.code.as_bytes(),
+        code.as_bytes(),
     ]);
     let dir = cache::cache_dir().join("opencl");
     let path = dir.join(format!("{key}.bin"));
@@ -63,8 +63,8 @@ pub fn build(
         }
         // A stale or foreign binary: rebuild from source below.
     }
-    let program = Program::create_and_build_from_source(context, &source.code, &opts).map_err(|log| {
-        let lines = offending_lines(&log, &source.code);
+    let program = Program::create_and_build_from_source(context, code, &opts).map_err(|log| {
+        let lines = offending_lines(&log, code);
         BackendError::Compile {
             compiler: format!("OpenCL on {} ({})", device.name, device.platform),
             log: format!("{}\n{lines}", log.chars().take(4000).collect::<String>()),

@@ -1,0 +1,317 @@
+//! Module-level emission: constants, prelude, function bodies, entry shims, the trampoline, and
+//! the split of large programs into several kernels (partitions).
+//!
+//! A partition holds a set of *dispatchable* functions — continuations and the entry shims of
+//! fastcalls the trampoline can start — plus every fastcall they reach (fastcalls are
+//! duplicated where several partitions need them). When a VM's next frame belongs to another
+//! partition, the trampoline stops it with `WV_ELSEWHERE` and the VMM launches that partition.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use super::function::{fastcall_signature, sanitize_comment, FunctionEmitter};
+use super::{
+    c_type, kernel_layout, slot_suffix, tuple_name, CodegenError, KernelLayout, KernelOptions,
+    KernelSource, ModuleContext, PRELUDE,
+};
+use crate::analysis::{CallGraph, Signatures};
+use crate::frontend::{ExportKind, Module};
+
+/// Marks a function no partition starts.
+pub const NO_PARTITION: u32 = u32::MAX;
+
+fn const_array(out: &mut String, name: &str, values: &[u32]) {
+    let mut v: Vec<String> = values.iter().map(|x| format!("{x}u")).collect();
+    if v.is_empty() {
+        v.push("0u".into()); // C has no empty arrays
+    }
+    let _ = writeln!(out, "WV_CONST uint32_t {name}[] = {{{}}};", v.join(", "));
+}
+
+/// Generates the kernel (or its partitions) for `module`.
+pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource, CodegenError> {
+    if ![0, 4, 8].contains(&options.interleave) {
+        return Err(CodegenError::Limit(format!(
+            "interleave must be 0, 4 or 8, not {}",
+            options.interleave
+        )));
+    }
+    let sigs = Signatures::new(module);
+    let graph = CallGraph::new(module, &sigs);
+    let ctx = ModuleContext {
+        module,
+        sigs: &sigs,
+        graph: &graph,
+    };
+    let layout = kernel_layout(module, options)?;
+    let dispatchable = dispatchable(module, &graph);
+    let groups = plan(module, &graph, &dispatchable, options.partition_ops);
+    let mut partition_of = vec![NO_PARTITION; module.funcs.len()];
+    for (p, members) in groups.iter().enumerate() {
+        for &f in members {
+            partition_of[f as usize] = p as u32;
+        }
+    }
+    let many = groups.len() > 1;
+    let partitions = groups
+        .iter()
+        .map(|members| emit_partition(&ctx, options, &layout, members, many))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(KernelSource {
+        partitions,
+        partition_of,
+        layout,
+    })
+}
+
+/// Functions the trampoline may be asked to start: continuations, and fastcalls that are
+/// exported, referenced by tables, or the start function.
+fn dispatchable(module: &Module<'_>, graph: &CallGraph) -> Vec<bool> {
+    let mut d = graph.yields.clone();
+    for (f, r) in graph.referenceable.iter().enumerate() {
+        d[f] |= *r;
+    }
+    for e in &module.exports {
+        if let ExportKind::Func(f) = e.kind {
+            d[f as usize] = true;
+        }
+    }
+    if let Some(s) = module.start {
+        d[s as usize] = true;
+    }
+    for x in d.iter_mut().take(module.imported_funcs) {
+        *x = false; // imports are hypercalls in every partition
+    }
+    d
+}
+
+/// The fastcalls reachable from `roots` without going through the trampoline.
+fn fastcall_closure(graph: &CallGraph, roots: impl IntoIterator<Item = u32>) -> BTreeSet<u32> {
+    let mut seen = BTreeSet::new();
+    let mut work: Vec<u32> = roots.into_iter().collect();
+    while let Some(f) = work.pop() {
+        for &c in &graph.callees[f as usize] {
+            if !graph.yields[c as usize] && seen.insert(c) {
+                work.push(c);
+            }
+        }
+    }
+    seen
+}
+
+fn cost(module: &Module<'_>, f: u32) -> usize {
+    module.body(f).map_or(0, |b| b.ops.len())
+}
+
+/// Groups the dispatchable functions into partitions of at most `budget` operators (each
+/// counted with the fastcalls it needs); `budget == 0` keeps one partition.
+fn plan(
+    module: &Module<'_>,
+    graph: &CallGraph,
+    dispatchable: &[bool],
+    budget: u32,
+) -> Vec<Vec<u32>> {
+    let starts: Vec<u32> = (0..module.funcs.len() as u32)
+        .filter(|&f| dispatchable[f as usize])
+        .collect();
+    if budget == 0 {
+        return vec![starts];
+    }
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let mut current: Vec<u32> = Vec::new();
+    let mut current_cost = 0usize;
+    let mut included: BTreeSet<u32> = BTreeSet::new();
+    for f in starts {
+        let own = fastcall_closure(graph, [f]);
+        let added: usize = std::iter::once(f)
+            .chain(own.iter().copied())
+            .filter(|g| !included.contains(g))
+            .map(|g| cost(module, g))
+            .sum();
+        if !current.is_empty() && current_cost + added > budget as usize {
+            groups.push(std::mem::take(&mut current));
+            included.clear();
+            current_cost = std::iter::once(f)
+                .chain(own.iter().copied())
+                .map(|g| cost(module, g))
+                .sum();
+        } else {
+            current_cost += added;
+        }
+        included.insert(f);
+        included.extend(own);
+        current.push(f);
+    }
+    if !current.is_empty() || groups.is_empty() {
+        groups.push(current);
+    }
+    groups
+}
+
+fn emit_partition(
+    ctx: &ModuleContext<'_, '_>,
+    options: &KernelOptions,
+    layout: &KernelLayout,
+    members: &[u32],
+    many_partitions: bool,
+) -> Result<String, CodegenError> {
+    let module = ctx.module;
+    let graph = ctx.graph;
+    let n = module.funcs.len();
+    let mut fastcalls = fastcall_closure(graph, members.iter().copied());
+    fastcalls.extend(members.iter().filter(|&&f| !graph.yields[f as usize]));
+    let mut bodies: BTreeSet<u32> = fastcalls.clone();
+    bodies.extend(members.iter().filter(|&&f| graph.yields[f as usize]));
+
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "/* warpvisor kernel: {} of {} functions ({} continuation, {} fastcall), interleave {} */",
+        bodies.len(),
+        n,
+        bodies.iter().filter(|&&f| graph.yields[f as usize]).count(),
+        fastcalls.len(),
+        options.interleave
+    );
+    out.push_str(options.dialect.header());
+    let _ = writeln!(out, "#define WV_INTERLEAVE {}", options.interleave);
+    let _ = writeln!(out, "#define WV_NUM_FUNCS {n}u");
+    let _ = writeln!(
+        out,
+        "#define WV_NUM_GLOBALS {}u",
+        module.globals.len().max(1)
+    );
+    let _ = writeln!(out, "#define WV_NUM_TABLES {}u", module.tables.len().max(1));
+    let _ = writeln!(out, "#define WV_TABLE_WORDS {}u", layout.table_words);
+    let _ = writeln!(out, "#define WV_NUM_DATAS {}u", module.datas.len());
+    let _ = writeln!(
+        out,
+        "#define WV_NUM_SEGMENTS {}u",
+        (module.datas.len() + module.elems.len()).max(1)
+    );
+    let _ = writeln!(out, "#define WV_RET_WORDS {}u", layout.ret_words);
+    const_array(&mut out, "wv_table_base", &layout.table_base);
+    const_array(&mut out, "wv_table_cap", &layout.table_caps);
+    let data_len: Vec<u32> = module.datas.iter().map(|d| d.bytes.len() as u32).collect();
+    const_array(&mut out, "wv_data_base", &layout.data_base);
+    const_array(&mut out, "wv_data_len", &data_len);
+    let elem_len: Vec<u32> = module.elems.iter().map(|e| e.items.len() as u32).collect();
+    const_array(&mut out, "wv_elem_base", &layout.elem_base);
+    const_array(&mut out, "wv_elem_len", &elem_len);
+    let func_sig: Vec<u32> = (0..n as u32).map(|f| ctx.sigs.of_func(module, f)).collect();
+    const_array(&mut out, "wv_func_sig", &func_sig);
+    out.push_str(PRELUDE);
+
+    // Result tuples of multi-value fastcalls (funcref and externref share a C type).
+    let mut tuples = std::collections::BTreeMap::new();
+    for &f in &bodies {
+        let r = module.func_type(f).results();
+        if r.len() > 1 {
+            tuples.insert(tuple_name(r), r.to_vec());
+        }
+    }
+    for r in tuples.values() {
+        let _ = write!(out, "typedef struct {{");
+        for (k, t) in r.iter().enumerate() {
+            let _ = write!(out, " {} v{k};", c_type(*t));
+        }
+        let _ = writeln!(out, " }} {};", tuple_name(r));
+    }
+
+    out.push_str("\n/* ---- functions ---- */\n");
+    for &f in &bodies {
+        if graph.yields[f as usize] {
+            let _ = writeln!(out, "static void wv_k{f}(wv_fleet *f, uint32_t vm);");
+        } else {
+            let _ = writeln!(out, "{};", fastcall_signature(ctx, f));
+        }
+    }
+    for &f in &bodies {
+        out.push('\n');
+        out.push_str(&FunctionEmitter::new(ctx, f).emit()?);
+    }
+
+    out.push_str("\n/* ---- entry shims: fastcalls started by the trampoline ---- */\n");
+    for &f in members {
+        if !graph.yields[f as usize] {
+            out.push_str(&entry_shim(ctx, f));
+        }
+    }
+
+    out.push_str("\n/* ---- trampoline: runs a VM until it finishes, traps, makes a hypercall, or needs another partition ---- */\n");
+    out.push_str("static void wv_trampoline(wv_fleet *f, uint32_t vm) {\n");
+    out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
+    out.push_str("  while (v->status == WV_RUNNING) {\n");
+    out.push_str("    uint32_t fid = (uint32_t)WV_STK(v->fp + 1);\n");
+    out.push_str("    switch (fid) {\n");
+    for f in 0..module.imported_funcs {
+        let _ = writeln!(
+            out,
+            "      case {f}: v->hypercall = {f}; v->status = WV_HYPERCALL; break; /* import {} */",
+            sanitize_comment(&module.func_display_name(f as u32))
+        );
+    }
+    for &f in members {
+        if graph.yields[f as usize] {
+            let _ = writeln!(out, "      case {f}: wv_k{f}(f, vm); break;");
+        } else {
+            let _ = writeln!(out, "      case {f}: wv_e{f}(f, vm); break;");
+        }
+    }
+    if many_partitions {
+        out.push_str("      default:\n");
+        out.push_str(
+            "        if (fid < WV_NUM_FUNCS) v->status = WV_ELSEWHERE; /* another partition */\n",
+        );
+        out.push_str("        else wv_trap(f, vm, WV_TRAP_UNREACHABLE);\n");
+        out.push_str("        break;\n");
+    } else {
+        out.push_str("      default: wv_trap(f, vm, WV_TRAP_UNREACHABLE); break;\n");
+    }
+    out.push_str("    }\n  }\n}\n");
+    out.push_str(options.dialect.entry());
+    Ok(out)
+}
+
+fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
+    let ty = ctx.module.func_type(func);
+    let mut out = format!("static void wv_e{func}(wv_fleet *f, uint32_t vm) {{\n");
+    out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  uint32_t fp = v->fp;\n");
+    let args: Vec<String> = ty
+        .params()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("wv_dec_{}(WV_STK(fp + {}))", slot_suffix(*t), 3 + i))
+        .collect();
+    let sep = if args.is_empty() { "" } else { ", " };
+    let call = format!("wv_f{func}(f, vm{sep}{})", args.join(", "));
+    match ty.results().len() {
+        0 => {
+            let _ = writeln!(out, "  {call};");
+        }
+        1 => {
+            let _ = writeln!(out, "  {} r_ = {call};", c_type(ty.results()[0]));
+        }
+        _ => {
+            let _ = writeln!(out, "  {} r_ = {call};", tuple_name(ty.results()));
+        }
+    }
+    out.push_str("  if (v->status != WV_RUNNING) return;\n");
+    match ty.results().len() {
+        0 => {}
+        1 => {
+            let _ = writeln!(
+                out,
+                "  WV_RET(0) = wv_enc_{}(r_);",
+                slot_suffix(ty.results()[0])
+            );
+        }
+        _ => {
+            for (k, t) in ty.results().iter().enumerate() {
+                let _ = writeln!(out, "  WV_RET({k}) = wv_enc_{}(r_.v{k});", slot_suffix(*t));
+            }
+        }
+    }
+    out.push_str("  wv_pop_frame(f, vm, fp);\n}\n");
+    out
+}
