@@ -21,7 +21,6 @@ pub fn cpu() -> Arc<dyn Backend> {
 pub fn opencl() -> Arc<dyn Backend> {
     static CL: OnceLock<Arc<dyn Backend>> = OnceLock::new();
     CL.get_or_init(|| {
-        std::env::set_var("POCL_CACHE_DIR", pocl_cache());
         Arc::new(
             warpvisor::backend::opencl::OpenClBackend::new(None).unwrap_or_else(|e| {
                 panic!("OpenCL is needed for this test (apt-get install pocl-opencl-icd): {e}")
@@ -29,13 +28,6 @@ pub fn opencl() -> Arc<dyn Backend> {
         )
     })
     .clone()
-}
-
-/// PoCL's kernel cache: `$POCL_CACHE_DIR`, else a folder in the target directory.
-pub fn pocl_cache() -> PathBuf {
-    std::env::var_os("POCL_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pocl-cache"))
 }
 
 /// A backend by name: `cpu` or `opencl`.

@@ -39,6 +39,10 @@ fn offending_lines(log: &str, source: &str) -> String {
     out
 }
 
+/// One build at a time: PoCL's compiler cache races between concurrent builds in a process
+/// (temporary files vanish under a parallel build), and builds did not overlap anyway.
+static BUILD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Builds `code` for the context's device, reusing a cached binary when one exists.
 pub fn build(
     context: &Context,
@@ -46,6 +50,7 @@ pub fn build(
     code: &str,
     options: &KernelOptions,
 ) -> Result<Program, BackendError> {
+    let _one_at_a_time = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let opts = build_options(options);
     let key = cache::key(&[
         env!("CARGO_PKG_VERSION").as_bytes(),
