@@ -206,6 +206,7 @@ pub fn result_line(job: usize, outcome: &Outcome) -> String {
             format!("{{\"job\": {job}, \"results\": [{}]}}", vs.join(", "))
         }
         Outcome::Trapped(kind) => format!("{{\"job\": {job}, \"trap\": \"{kind}\"}}"),
+        Outcome::Exited(code) => format!("{{\"job\": {job}, \"exit_code\": {code}}}"),
     }
 }
 

@@ -12,4 +12,5 @@ pub mod frontend;
 pub mod jobs;
 pub mod layout;
 pub mod vmm;
+pub mod wasi;
 pub mod wast;

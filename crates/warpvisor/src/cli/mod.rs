@@ -3,6 +3,7 @@
 mod compile;
 mod devices;
 mod run;
+mod wasi_suite;
 mod wast;
 
 use std::path::PathBuf;
@@ -30,6 +31,8 @@ enum Command {
     Compile(compile::CompileArgs),
     /// List the backends and their devices.
     Devices,
+    /// Run the WASI test suite (a folder of `*.wasm` tests with `.json` specifications).
+    WasiSuite(wasi_suite::WasiSuiteArgs),
 }
 
 /// Settings shared by the commands that build kernels and fleets.
@@ -159,6 +162,7 @@ pub fn main() -> i32 {
         Command::Wast(a) => wast::run(a),
         Command::Compile(a) => compile::run(a),
         Command::Devices => devices::run(),
+        Command::WasiSuite(a) => wasi_suite::run(a),
     };
     match result {
         Ok(code) => code,

@@ -9,19 +9,31 @@ use clap::Args;
 use super::{read_file, FleetArgs};
 use warpvisor::jobs::{parse_arg, parse_job, result_line};
 use warpvisor::vmm::{Fleet, Imports, Outcome, Program};
+use warpvisor::wasi::program::{self, WasiRunConfig};
+use warpvisor::wasi::WasiJob;
 
 /// Arguments of `warpvisor run`.
 #[derive(Args)]
 pub struct RunArgs {
     /// The module (.wasm or .wat).
     module: PathBuf,
-    /// Exported function to run.
+    /// Exported function to run; without it the module is a WASI program and `_start` runs.
     #[arg(long)]
-    invoke: String,
+    invoke: Option<String>,
+    /// Environment variable of every WASI VM (repeatable); job lines add their own.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Preopen host directory HOST as GUEST for every WASI VM (repeatable); VMs cannot leave it.
+    #[arg(long = "dir", value_name = "HOST::GUEST")]
+    dirs: Vec<String>,
+    /// Let calls to imports warpvisor does not provide trap, instead of rejecting the module.
+    #[arg(long)]
+    allow_unknown_imports: bool,
     /// VMs in the fleet; with more jobs, jobs run in successive batches.
     #[arg(long, default_value_t = 1)]
     vms: u32,
-    /// Jobs file: one JSON object per line, `{"args": [...]}`.
+    /// Jobs file, one JSON object per line: `{"args": [...]}` for --invoke; for WASI programs
+    /// `{"args": [...], "env": {...}, "stdin": "..."}` (or `"stdin_base64"`).
     #[arg(long)]
     jobs: Option<PathBuf>,
     /// Write one JSON result line per job here (default: standard output).
@@ -45,6 +57,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         &args.fleet.kernel(),
         backend.as_ref(),
     )?);
+    let Some(invoke) = args.invoke.clone() else {
+        return run_wasi(&args, program);
+    };
     if let Some((name, _)) = program.module.imports.first() {
         anyhow::bail!(
             "the module imports `{}`.`{}`, which `run --invoke` does not provide",
@@ -52,9 +67,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             name.name
         );
     }
-    let func = match program.module.export(&args.invoke) {
+    let func = match program.module.export(&invoke) {
         Some(warpvisor::frontend::ExportKind::Func(f)) => f,
-        _ => anyhow::bail!("the module has no exported function `{}`", args.invoke),
+        _ => anyhow::bail!("the module has no exported function `{invoke}`"),
     };
     let params = program.module.func_type(func).params().to_vec();
     let jobs: Vec<Vec<warpvisor::vmm::Value>> = match &args.jobs {
@@ -76,8 +91,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         None => {
             if args.args.len() != params.len() {
                 anyhow::bail!(
-                    "`{}` takes {} arguments, {} given after --",
-                    args.invoke,
+                    "`{invoke}` takes {} arguments, {} given after --",
                     params.len(),
                     args.args.len()
                 );
@@ -92,7 +106,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
     };
     let mut fleet = Fleet::new(program, args.fleet.fleet(args.vms), Imports::default())?;
-    let outcomes = fleet.invoke_batched(&args.invoke, &jobs)?;
+    let outcomes = fleet.invoke_batched(&invoke, &jobs)?;
     let mut out: Box<dyn Write> = match &args.output {
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p)
@@ -114,6 +128,110 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         args.vms,
         outcomes.len() - traps,
         traps
+    );
+    Ok(0)
+}
+
+fn read_lines(path: &PathBuf) -> anyhow::Result<Vec<(usize, String)>> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        if !line.trim().is_empty() {
+            out.push((i + 1, line));
+        }
+    }
+    Ok(out)
+}
+
+/// `run` of a WASI program: `_start` on every VM, one job each.
+fn run_wasi(args: &RunArgs, program: Arc<Program>) -> anyhow::Result<i32> {
+    let mut env = Vec::new();
+    for e in &args.env {
+        let (k, v) = e
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--env takes NAME=VALUE, not `{e}`"))?;
+        env.push((k.to_string(), v.to_string()));
+    }
+    let mut preopens = Vec::new();
+    for d in &args.dirs {
+        let (host, guest) = d.split_once("::").unwrap_or((d.as_str(), d.as_str()));
+        let host = std::fs::canonicalize(host).map_err(|e| anyhow::anyhow!("--dir {host}: {e}"))?;
+        if !host.is_dir() {
+            anyhow::bail!("--dir {}: not a directory", host.display());
+        }
+        preopens.push((host, guest.to_string()));
+    }
+    let jobs: Vec<WasiJob> = match &args.jobs {
+        Some(path) => read_lines(path)?
+            .into_iter()
+            .map(|(n, line)| {
+                let mut job = program::parse_job(&line)
+                    .map_err(|e| anyhow::anyhow!("{}:{n}: {e}", path.display()))?;
+                let mut all = env.clone();
+                all.append(&mut job.env);
+                job.env = all;
+                Ok(job)
+            })
+            .collect::<anyhow::Result<_>>()?,
+        None => vec![
+            WasiJob {
+                args: args.args.clone(),
+                env: env.clone(),
+                stdin: Vec::new(),
+            };
+            args.vms as usize
+        ],
+    };
+    let name = args.module.file_name().map_or_else(
+        || "program.wasm".into(),
+        |n| n.to_string_lossy().into_owned(),
+    );
+    let config = WasiRunConfig {
+        fleet: args.fleet.fleet(args.vms),
+        program_name: name,
+        preopens,
+        allow_unknown_imports: args.allow_unknown_imports,
+    };
+    let results = program::run_jobs(program, &config, &jobs)?;
+    let trapped = results.iter().filter(|r| r.trap.is_some()).count();
+    let nonzero = results.iter().filter(|r| r.exit_code != 0).count();
+    if args.jobs.is_none() && args.output.is_none() {
+        // N copies: the first VM's output, then a summary.
+        if let Some(first) = results.first() {
+            std::io::stdout().write_all(&first.stdout)?;
+            std::io::stderr().write_all(&first.stderr)?;
+            if let Some(k) = first.trap {
+                eprintln!("VM 0 trapped: {k}");
+            }
+        }
+        eprintln!(
+            "{} VMs: {} exited 0, {} exited non-zero, {} trapped",
+            results.len(),
+            results.len() - nonzero,
+            nonzero - trapped,
+            trapped
+        );
+        return Ok(results.first().map_or(0, |r| r.exit_code as i32));
+    }
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
+    };
+    for (i, r) in results.iter().enumerate() {
+        writeln!(out, "{}", program::result_line(i, r))?;
+    }
+    out.flush()?;
+    eprintln!(
+        "{} jobs on {} VMs: {} exited non-zero, {} trapped",
+        results.len(),
+        args.vms,
+        nonzero,
+        trapped
     );
     Ok(0)
 }

@@ -34,16 +34,26 @@ impl Default for FleetConfig {
     }
 }
 
+/// Why a hypercall did not return to the VM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostStop {
+    /// The VM traps with this kind.
+    Trap(TrapKind),
+    /// The VM exits with this code (`proc_exit`).
+    Exit(u32),
+}
+
 /// Services calls to imported functions (hypercalls).
 pub trait HostFunctions {
-    /// Runs import `import` (function index) for VM `vm` with `args`.
+    /// Runs import `import` (function index) for VM `vm` with `args`; `fleet` gives access to
+    /// the VM's memory.
     fn call(
         &mut self,
         fleet: &mut FleetBuffers,
         vm: u32,
         import: u32,
         args: &[Value],
-    ) -> Result<Vec<Value>, TrapKind>;
+    ) -> Result<Vec<Value>, HostStop>;
 }
 
 /// A host that provides no functions: every hypercall traps.
@@ -56,8 +66,8 @@ impl HostFunctions for NoHost {
         _: u32,
         _: u32,
         _: &[Value],
-    ) -> Result<Vec<Value>, TrapKind> {
-        Err(TrapKind::HostError)
+    ) -> Result<Vec<Value>, HostStop> {
+        Err(HostStop::Trap(TrapKind::HostError))
     }
 }
 
@@ -93,8 +103,8 @@ pub struct Fleet {
     table_initial: Vec<u32>,
     /// Highest memory size (bytes) any VM reached: what a reset must clear.
     dirty_bytes: u64,
-    /// Traps raised by the host while servicing a VM (not visible to the kernel).
-    host_traps: Vec<Option<TrapKind>>,
+    /// How the host stopped a VM while servicing it (not visible to the kernel).
+    host_stops: Vec<Option<HostStop>>,
 }
 
 fn eval(expr: &ConstExpr, globals: &[Value], ty: ValType) -> Value {
@@ -202,7 +212,7 @@ impl Fleet {
             elem_blob,
         )?;
         let mut fleet = Fleet {
-            host_traps: vec![None; config.num_vms as usize],
+            host_stops: vec![None; config.num_vms as usize],
             program,
             buffers,
             imports,
@@ -280,7 +290,7 @@ impl Fleet {
         }
         b.dropped.fill(0);
         b.vms.fill(VmControl::default());
-        self.host_traps.fill(None);
+        self.host_stops.fill(None);
 
         // Element segments, then data segments, in order; the first failure traps.
         let nseg = (m.datas.len() + m.elems.len()).max(1);
@@ -420,7 +430,7 @@ impl Fleet {
             let b = &mut self.buffers;
             let ctl = &mut b.vms[vm as usize];
             *ctl = VmControl::default();
-            self.host_traps[vm as usize] = None;
+            self.host_stops[vm as usize] = None;
             match args.get(vm as usize) {
                 None => ctl.status = status::DONE,
                 Some(a) => {
@@ -451,8 +461,10 @@ impl Fleet {
         Ok((0..args.len())
             .map(|vm| {
                 let ctl = self.buffers.vms[vm];
-                if let Some(kind) = self.host_traps[vm] {
-                    return Outcome::Trapped(kind);
+                match self.host_stops[vm] {
+                    Some(HostStop::Trap(kind)) => return Outcome::Trapped(kind),
+                    Some(HostStop::Exit(code)) => return Outcome::Exited(code),
+                    None => {}
                 }
                 match ctl.status {
                     status::DONE => Outcome::Returned(
@@ -554,11 +566,12 @@ impl Fleet {
                 }
                 Ok(_) => {
                     ctl.status = status::TRAPPED;
-                    self.host_traps[vm as usize] = Some(TrapKind::HostError);
+                    self.host_stops[vm as usize] = Some(HostStop::Trap(TrapKind::HostError));
                 }
-                Err(kind) => {
+                Err(stop) => {
+                    // The kernel sees a stopped VM either way.
                     ctl.status = status::TRAPPED;
-                    self.host_traps[vm as usize] = Some(kind);
+                    self.host_stops[vm as usize] = Some(stop);
                 }
             }
         }

@@ -9,7 +9,7 @@ mod values;
 use std::sync::Arc;
 
 pub use buffers::{FleetBuffers, ZeroedBytes};
-pub use fleet::{Fleet, FleetConfig, HostFunctions, Imports, NoHost};
+pub use fleet::{Fleet, FleetConfig, HostFunctions, HostStop, Imports, NoHost};
 pub use values::{Outcome, TrapKind, Value};
 
 use crate::backend::{Backend, BackendError, Kernel};

@@ -155,4 +155,6 @@ pub enum Outcome {
     Returned(Vec<Value>),
     /// The VM trapped.
     Trapped(TrapKind),
+    /// The VM exited with this code (WASI `proc_exit`).
+    Exited(u32),
 }

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use wasmparser::{FuncType, RefType, ValType};
 
 use crate::frontend::{ExportKind, Module};
-use crate::vmm::{Fleet, FleetBuffers, HostFunctions, Imports, Outcome, TrapKind, Value};
+use crate::vmm::{Fleet, FleetBuffers, HostFunctions, HostStop, Imports, Outcome, TrapKind, Value};
 
 /// An instance a script created, shared with the modules that import from it.
 pub type InstanceRef = Rc<RefCell<Fleet>>;
@@ -51,7 +51,13 @@ impl HostFunctions for ScriptHost {
         _vm: u32,
         import: u32,
         args: &[Value],
-    ) -> Result<Vec<Value>, TrapKind> {
+    ) -> Result<Vec<Value>, HostStop> {
+        self.call_import(import, args).map_err(HostStop::Trap)
+    }
+}
+
+impl ScriptHost {
+    fn call_import(&mut self, import: u32, args: &[Value]) -> Result<Vec<Value>, TrapKind> {
         match self.funcs.get(import as usize) {
             Some(Bound::Print) => Ok(Vec::new()),
             Some(Bound::Export(instance, func)) => {
@@ -63,7 +69,7 @@ impl HostFunctions for ScriptHost {
                 match outcome.into_iter().next() {
                     Some(Outcome::Returned(values)) => Ok(values),
                     Some(Outcome::Trapped(kind)) => Err(kind),
-                    None => Err(TrapKind::HostError),
+                    _ => Err(TrapKind::HostError),
                 }
             }
             None => Err(TrapKind::HostError),

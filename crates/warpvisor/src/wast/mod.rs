@@ -320,6 +320,9 @@ impl<'c> Script<'c> {
                 Ok(Outcome::Trapped(k)) => {
                     Check::Fail(format!("trapped with {k}, expected a return"))
                 }
+                Ok(Outcome::Exited(c)) => {
+                    Check::Fail(format!("exited with {c}, expected a return"))
+                }
                 Ok(Outcome::Returned(values)) => {
                     if values.len() != results.len() {
                         Check::Fail(format!(
@@ -359,9 +362,7 @@ impl<'c> Script<'c> {
                 Ok(Outcome::Trapped(k)) => {
                     Check::Fail(format!("trapped with {k}, expected \"{message}\""))
                 }
-                Ok(Outcome::Returned(v)) => {
-                    Check::Fail(format!("returned {v:?}, expected trap \"{message}\""))
-                }
+                Ok(o) => Check::Fail(format!("{o:?}, expected trap \"{message}\"")),
             },
             WastDirective::AssertExhaustion { call, message, .. } => match self.invoke(&call) {
                 Err(c) => c,

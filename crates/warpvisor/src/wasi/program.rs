@@ -1,0 +1,191 @@
+//! Running WASI programs on a fleet: one job per VM (arguments, environment, stdin), in
+//! batches when there are more jobs than VMs, with each VM's output and exit status.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+
+use super::{link, WasiJob, WasiState};
+use crate::jobs::JobError;
+use crate::vmm::{Fleet, FleetConfig, Outcome, Program, TrapKind, VmmError};
+
+/// Exit code reported for a trapped VM (wasmtime's on Unix: 128 + SIGABRT).
+pub const TRAP_EXIT_CODE: u32 = 134;
+
+/// How one job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobResult {
+    /// Exit code (0 when `_start` returned; [`TRAP_EXIT_CODE`] when it trapped).
+    pub exit_code: u32,
+    /// Standard output.
+    pub stdout: Vec<u8>,
+    /// Standard error.
+    pub stderr: Vec<u8>,
+    /// The trap, if the VM trapped.
+    pub trap: Option<TrapKind>,
+}
+
+/// Settings of a WASI run.
+#[derive(Debug, Clone)]
+pub struct WasiRunConfig {
+    /// Fleet settings.
+    pub fleet: FleetConfig,
+    /// `argv[0]` of every VM.
+    pub program_name: String,
+    /// Preopened directories `(host, guest)`.
+    pub preopens: Vec<(PathBuf, String)>,
+    /// Let calls to unknown imports trap instead of rejecting the module.
+    pub allow_unknown_imports: bool,
+}
+
+/// Runs every job's `_start` on a fleet of `config.fleet.num_vms` VMs.
+pub fn run_jobs(
+    program: Arc<Program>,
+    config: &WasiRunConfig,
+    jobs: &[WasiJob],
+) -> Result<Vec<JobResult>, VmmError> {
+    let n = config.fleet.num_vms;
+    let state = Arc::new(Mutex::new(WasiState::new(
+        &config.program_name,
+        config.preopens.clone(),
+        n,
+    )));
+    let imports = link(&program.module, state.clone(), config.allow_unknown_imports)?;
+    if !matches!(
+        program.module.export("_start"),
+        Some(crate::frontend::ExportKind::Func(_))
+    ) {
+        return Err(VmmError::NoSuchExport("_start".into()));
+    }
+    let mut fleet = Fleet::new(program, config.fleet, imports)?;
+    let mut results = Vec::with_capacity(jobs.len());
+    for (i, batch) in jobs.chunks(n as usize).enumerate() {
+        if i > 0 {
+            fleet.reset()?;
+        }
+        state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set_jobs(batch);
+        let outcomes = fleet.invoke("_start", &vec![Vec::new(); batch.len()])?;
+        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+        for (vm, o) in outcomes.into_iter().enumerate() {
+            let out = st.take_output(vm);
+            let (exit_code, trap) = match o {
+                Outcome::Returned(_) => (0, None),
+                Outcome::Exited(c) => (c, None),
+                Outcome::Trapped(k) => (TRAP_EXIT_CODE, Some(k)),
+            };
+            results.push(JobResult {
+                exit_code,
+                stdout: out.stdout,
+                stderr: out.stderr,
+                trap,
+            });
+        }
+    }
+    Ok(results)
+}
+
+/// Reads a job line `{"args": [...], "env": {...}, "stdin": "..." | "stdin_base64": "..."}`.
+pub fn parse_job(line: &str) -> Result<WasiJob, JobError> {
+    let v: serde_json::Value =
+        serde_json::from_str(line).map_err(|e| JobError(format!("not a JSON object: {e}")))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| JobError("a job must be a JSON object".into()))?;
+    let mut job = WasiJob::default();
+    if let Some(args) = obj.get("args") {
+        let args = args
+            .as_array()
+            .ok_or_else(|| JobError("\"args\" must be an array".into()))?;
+        for a in args {
+            job.args.push(match a {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+        }
+    }
+    if let Some(env) = obj.get("env") {
+        let env = env
+            .as_object()
+            .ok_or_else(|| JobError("\"env\" must be an object".into()))?;
+        for (k, v) in env {
+            let v = v
+                .as_str()
+                .ok_or_else(|| JobError(format!("env value of {k} must be a string")))?;
+            job.env.push((k.clone(), v.to_string()));
+        }
+    }
+    match (obj.get("stdin"), obj.get("stdin_base64")) {
+        (Some(_), Some(_)) => {
+            return Err(JobError(
+                "give \"stdin\" or \"stdin_base64\", not both".into(),
+            ))
+        }
+        (Some(s), None) => {
+            job.stdin = s
+                .as_str()
+                .ok_or_else(|| JobError("\"stdin\" must be a string".into()))?
+                .as_bytes()
+                .to_vec();
+        }
+        (None, Some(s)) => {
+            let s = s
+                .as_str()
+                .ok_or_else(|| JobError("\"stdin_base64\" must be a string".into()))?;
+            job.stdin = base64::engine::general_purpose::STANDARD
+                .decode(s)
+                .map_err(|e| JobError(format!("\"stdin_base64\": {e}")))?;
+        }
+        (None, None) => {}
+    }
+    Ok(job)
+}
+
+fn stream(name: &str, bytes: &[u8]) -> String {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => format!("\"{name}\": {}", serde_json::Value::String(s.to_string())),
+        Err(_) => format!(
+            "\"{name}_base64\": \"{}\"",
+            base64::engine::general_purpose::STANDARD.encode(bytes)
+        ),
+    }
+}
+
+/// The result line of job `job`.
+pub fn result_line(job: usize, r: &JobResult) -> String {
+    let trap = r.trap.map_or("null".to_string(), |k| format!("\"{k}\""));
+    format!(
+        "{{\"job\": {job}, \"exit_code\": {}, {}, {}, \"trap\": {trap}}}",
+        r.exit_code,
+        stream("stdout", &r.stdout),
+        stream("stderr", &r.stderr)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_lines_parse_and_results_print() {
+        let j =
+            parse_job(r#"{"args": ["a", 2], "env": {"K": "V"}, "stdin_base64": "aGk="}"#).unwrap();
+        assert_eq!(j.args, vec!["a".to_string(), "2".to_string()]);
+        assert_eq!(j.env, vec![("K".to_string(), "V".to_string())]);
+        assert_eq!(j.stdin, b"hi");
+        assert!(parse_job(r#"{"stdin": "x", "stdin_base64": "eA=="}"#).is_err());
+        let r = JobResult {
+            exit_code: 3,
+            stdout: b"ok\n".to_vec(),
+            stderr: vec![0xff],
+            trap: None,
+        };
+        assert_eq!(
+            result_line(1, &r),
+            r#"{"job": 1, "exit_code": 3, "stdout": "ok\n", "stderr_base64": "/w==", "trap": null}"#
+        );
+    }
+}
