@@ -7,10 +7,18 @@ use std::os::unix::fs::FileExt;
 use super::errno::*;
 use super::fs::{dirents, filestat, filetype, resolve, Fd};
 use super::guest::GuestMemory;
+use super::fs::rights::{FD_READ, FD_WRITE};
 use super::{arg, arg64, VmState};
-use crate::vmm::Value;
 
-const RIGHTS_ALL: u64 = 0x1fff_ffff;
+/// Fails with `NOTCAPABLE` unless `fd` holds `right`.
+fn require(st: &mut VmState, fd: u32, right: u64) -> Result<(), Errno> {
+    let (base, _, _) = st.fds.rights(fd)?;
+    if base & right == 0 {
+        return Err(NOTCAPABLE);
+    }
+    Ok(())
+}
+use crate::vmm::Value;
 
 fn io<T>(r: std::io::Result<T>) -> Result<T, Errno> {
     r.map_err(|e| from_io(&e))
@@ -80,19 +88,17 @@ fn read_fd(st: &mut VmState, fd: u32, len: usize, at: Option<u64>) -> Result<Vec
 }
 
 fn fdstat(st: &mut VmState, mem: &mut GuestMemory<'_>, fd: u32, out: u32) -> Result<(), Errno> {
-    let (ty, flags) = match st.fds.get(fd)? {
-        Fd::Stdin | Fd::Stdout | Fd::Stderr => (2u8, 0u16),
-        Fd::Dir { .. } => (3, 0),
-        Fd::File { file, append, .. } => {
-            let m = io(file.metadata())?;
-            (filetype(&m), u16::from(*append))
-        }
+    let ty = match st.fds.get(fd)? {
+        Fd::Stdin | Fd::Stdout | Fd::Stderr => 2u8,
+        Fd::Dir { .. } => 3,
+        Fd::File { file, .. } => filetype(&io(file.metadata())?),
     };
+    let (base, inheriting, flags) = st.fds.rights(fd)?;
     let mut b = [0u8; 24];
     b[0] = ty;
     b[2..4].copy_from_slice(&flags.to_le_bytes());
-    b[8..16].copy_from_slice(&RIGHTS_ALL.to_le_bytes());
-    b[16..24].copy_from_slice(&RIGHTS_ALL.to_le_bytes());
+    b[8..16].copy_from_slice(&base.to_le_bytes());
+    b[16..24].copy_from_slice(&inheriting.to_le_bytes());
     mem.write(out, &b)
 }
 
@@ -140,6 +146,7 @@ pub fn fd_call(
     let fd = arg(a, 0);
     match name {
         "fd_write" | "fd_pwrite" => {
+            require(st, fd, FD_WRITE)?;
             let iovs = mem.iovecs(arg(a, 1), arg(a, 2))?;
             let at = (name == "fd_pwrite").then(|| arg64(a, 3));
             let out = if name == "fd_pwrite" {
@@ -155,6 +162,7 @@ pub fn fd_call(
             mem.set_u32(out, n as u32)
         }
         "fd_read" | "fd_pread" => {
+            require(st, fd, FD_READ)?;
             let iovs = mem.iovecs(arg(a, 1), arg(a, 2))?;
             let mut at = (name == "fd_pread").then(|| arg64(a, 3));
             let out = if name == "fd_pread" {
@@ -179,18 +187,15 @@ pub fn fd_call(
         "fd_close" => st.fds.close(fd),
         "fd_renumber" => st.fds.renumber(fd, arg(a, 1)),
         "fd_fdstat_get" => fdstat(st, mem, fd, arg(a, 1)),
-        "fd_fdstat_set_flags" => match st.fds.get(fd)? {
-            Fd::File { append, .. } => {
-                let flags = arg(a, 1);
-                if flags & !1 != 0 {
-                    return Err(NOTSUP);
-                }
+        "fd_fdstat_set_flags" => {
+            let flags = arg(a, 1) as u16;
+            if let Fd::File { append, .. } = st.fds.get(fd)? {
                 *append = flags & 1 != 0;
-                Ok(())
             }
-            _ => Ok(()),
-        },
-        "fd_fdstat_set_rights" | "fd_advise" => st.fds.get(fd).map(|_| ()),
+            st.fds.set_flags(fd, flags)
+        }
+        "fd_fdstat_set_rights" => st.fds.set_rights(fd, arg64(a, 1), arg64(a, 2)),
+        "fd_advise" => st.fds.get(fd).map(|_| ()),
         "fd_allocate" => match st.fds.get(fd)? {
             Fd::File { file, .. } => {
                 let end = arg64(a, 1).saturating_add(arg64(a, 2));
@@ -297,6 +302,14 @@ pub fn fd_call(
     }
 }
 
+/// A new link name may not end with `/` (POSIX: only directories take a trailing slash).
+fn new_name_ok(mem: &GuestMemory<'_>, ptr: u32, len: u32, resolved: &std::path::Path) -> Result<(), Errno> {
+    if mem.string(ptr, len)?.ends_with('/') {
+        return Err(if std::fs::symlink_metadata(resolved).is_ok() { EXIST } else { NOENT });
+    }
+    Ok(())
+}
+
 fn path_call(
     name: &str,
     st: &mut VmState,
@@ -310,6 +323,7 @@ fn path_call(
             let (path, root) = path_at(st, mem, fd, arg(a, 2), arg(a, 3), follow)?;
             let oflags = arg(a, 4);
             let rights = arg64(a, 5);
+            let inheriting = arg64(a, 6);
             let fdflags = arg(a, 7);
             let (creat, directory, excl, trunc) = (
                 oflags & 1 != 0,
@@ -317,6 +331,14 @@ fn path_call(
                 oflags & 4 != 0,
                 oflags & 8 != 0,
             );
+            const PATH_CREATE_FILE: u64 = 1 << 10;
+            const PATH_FILESTAT_SET_SIZE: u64 = 1 << 19;
+            if creat {
+                require(st, fd, PATH_CREATE_FILE)?;
+            }
+            if trunc {
+                require(st, fd, PATH_FILESTAT_SET_SIZE)?;
+            }
             let meta = if follow {
                 std::fs::metadata(&path)
             } else {
@@ -330,14 +352,15 @@ fn path_call(
                     return Err(LOOP);
                 }
                 if m.is_dir() {
-                    if trunc {
+                    if trunc || rights & super::fs::rights::FD_WRITE != 0 {
                         return Err(ISDIR);
                     }
-                    let new = st.fds.insert(Fd::Dir {
+                    let dir = Fd::Dir {
                         host: path,
                         preopen: None,
                         root,
-                    });
+                    };
+                    let new = st.fds.insert(fd, dir, rights, inheriting, fdflags as u16)?;
                     return mem.set_u32(arg(a, 8), new);
                 }
                 if directory {
@@ -346,20 +369,21 @@ fn path_call(
             } else if directory && !creat {
                 return Err(NOENT);
             }
-            const FD_READ: u64 = 1 << 1;
-            const FD_WRITE: u64 = 1 << 6;
             let append = fdflags & 1 != 0;
-            let write = rights & FD_WRITE != 0 || trunc || append;
-            let read = rights & FD_READ != 0 || !write;
+            // Rust's std refuses to create or truncate without write access, so creating
+            // opens for writing too.
+            let write = rights & FD_WRITE != 0 || trunc || creat;
+            let read = rights & FD_READ != 0 || !(write || append);
+            // Append is emulated (seek to the end before each write), so that
+            // `fd_fdstat_set_flags` can turn it off again.
             let file = io(OpenOptions::new()
                 .read(read)
-                .write(write && !append)
-                .append(append)
+                .write(write || append)
                 .create(creat && !excl)
                 .create_new(creat && excl)
                 .truncate(trunc)
                 .open(&path))?;
-            let new = st.fds.insert(Fd::File { file, append });
+            let new = st.fds.insert(fd, Fd::File { file, append }, rights, inheriting, fdflags as u16)?;
             mem.set_u32(arg(a, 8), new)
         }
         "path_filestat_get" => {
@@ -385,9 +409,6 @@ fn path_call(
         }
         "path_unlink_file" => {
             let (path, _) = path_at(st, mem, fd, arg(a, 1), arg(a, 2), false)?;
-            if mem.string(arg(a, 1), arg(a, 2))?.ends_with('/') {
-                return Err(NOTDIR);
-            }
             io(std::fs::remove_file(path))
         }
         "path_rename" => {
@@ -398,6 +419,7 @@ fn path_call(
         "path_link" => {
             let (from, _) = path_at(st, mem, fd, arg(a, 2), arg(a, 3), arg(a, 1) & 1 != 0)?;
             let (to, _) = path_at(st, mem, arg(a, 4), arg(a, 5), arg(a, 6), false)?;
+            new_name_ok(mem, arg(a, 5), arg(a, 6), &to)?;
             io(std::fs::hard_link(from, to))
         }
         "path_symlink" => {
@@ -406,6 +428,7 @@ fn path_call(
                 return Err(PERM);
             }
             let (at, _) = path_at(st, mem, arg(a, 2), arg(a, 3), arg(a, 4), false)?;
+            new_name_ok(mem, arg(a, 3), arg(a, 4), &at)?;
             io(std::os::unix::fs::symlink(target, at))
         }
         "path_readlink" => {

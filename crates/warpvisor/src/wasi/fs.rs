@@ -36,21 +36,57 @@ pub enum Fd {
     },
 }
 
+/// WASI rights bits used by the table.
+pub mod rights {
+    /// `fd_read`.
+    pub const FD_READ: u64 = 1 << 1;
+    /// `fd_write`.
+    pub const FD_WRITE: u64 = 1 << 6;
+    /// What a directory may do (no reading, writing, seeking or resizing).
+    pub const DIR: u64 = (1 << 0) | (1 << 3) | (1 << 4) | (1 << 7) | (0x1fff << 9) | (0x1f << 23) & !(1 << 22);
+    /// What a regular file may do.
+    pub const FILE: u64 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 21) | (1 << 22) | (1 << 23) | (1 << 27);
+    /// Standard streams.
+    pub const STDIO: u64 = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 21) | (1 << 27);
+}
+
+/// A descriptor with its rights and flags.
+#[derive(Debug)]
+struct Entry {
+    fd: Fd,
+    base: u64,
+    inheriting: u64,
+    flags: u16,
+}
+
 /// The descriptor table of one VM.
 #[derive(Debug, Default)]
 pub struct FdTable {
-    fds: Vec<Option<Fd>>,
+    fds: Vec<Option<Entry>>,
 }
 
 impl FdTable {
     /// stdin, stdout, stderr, then the preopened directories `(host, guest)`.
     pub fn new(preopens: &[(PathBuf, String)]) -> Self {
-        let mut fds = vec![Some(Fd::Stdin), Some(Fd::Stdout), Some(Fd::Stderr)];
+        let stdio = |fd| {
+            Some(Entry {
+                fd,
+                base: rights::STDIO,
+                inheriting: 0,
+                flags: 0,
+            })
+        };
+        let mut fds = vec![stdio(Fd::Stdin), stdio(Fd::Stdout), stdio(Fd::Stderr)];
         for (host, guest) in preopens {
-            fds.push(Some(Fd::Dir {
-                host: host.clone(),
-                preopen: Some(guest.clone()),
-                root: host.clone(),
+            fds.push(Some(Entry {
+                fd: Fd::Dir {
+                    host: host.clone(),
+                    preopen: Some(guest.clone()),
+                    root: host.clone(),
+                },
+                base: rights::DIR,
+                inheriting: rights::DIR | rights::FILE,
+                flags: 0,
             }));
         }
         FdTable { fds }
@@ -58,24 +94,55 @@ impl FdTable {
 
     /// The descriptor `fd`.
     pub fn get(&mut self, fd: u32) -> Result<&mut Fd, Errno> {
-        self.fds
-            .get_mut(fd as usize)
-            .and_then(Option::as_mut)
-            .ok_or(BADF)
+        self.entry(fd).map(|e| &mut e.fd)
     }
 
-    /// Adds a descriptor, reusing the lowest free number.
-    pub fn insert(&mut self, fd: Fd) -> u32 {
-        match self.fds.iter().position(Option::is_none) {
+    fn entry(&mut self, fd: u32) -> Result<&mut Entry, Errno> {
+        self.fds.get_mut(fd as usize).and_then(Option::as_mut).ok_or(BADF)
+    }
+
+    /// `(base rights, inheriting rights, fdflags)` of `fd`.
+    pub fn rights(&mut self, fd: u32) -> Result<(u64, u64, u16), Errno> {
+        self.entry(fd).map(|e| (e.base, e.inheriting, e.flags))
+    }
+
+    /// Narrows the rights of `fd`; widening them is not allowed.
+    pub fn set_rights(&mut self, fd: u32, base: u64, inheriting: u64) -> Result<(), Errno> {
+        let e = self.entry(fd)?;
+        if base & !e.base != 0 || inheriting & !e.inheriting != 0 {
+            return Err(NOTCAPABLE);
+        }
+        e.base = base;
+        e.inheriting = inheriting;
+        Ok(())
+    }
+
+    /// Records the fdflags of `fd`.
+    pub fn set_flags(&mut self, fd: u32, flags: u16) -> Result<(), Errno> {
+        self.entry(fd).map(|e| e.flags = flags)
+    }
+
+    /// Adds a descriptor opened from directory `dir` with the requested rights, reusing the
+    /// lowest free number.
+    pub fn insert(&mut self, dir: u32, fd: Fd, base: u64, inheriting: u64, flags: u16) -> Result<u32, Errno> {
+        let (_, dir_inheriting, _) = self.rights(dir)?;
+        let kind = if matches!(fd, Fd::Dir { .. }) { rights::DIR } else { rights::FILE };
+        let entry = Entry {
+            fd,
+            base: base & dir_inheriting & kind,
+            inheriting: inheriting & dir_inheriting,
+            flags,
+        };
+        Ok(match self.fds.iter().position(Option::is_none) {
             Some(i) => {
-                self.fds[i] = Some(fd);
+                self.fds[i] = Some(entry);
                 i as u32
             }
             None => {
-                self.fds.push(Some(fd));
+                self.fds.push(Some(entry));
                 self.fds.len() as u32 - 1
             }
-        }
+        })
     }
 
     /// Closes `fd`.
@@ -86,7 +153,7 @@ impl FdTable {
 
     /// Moves `from` onto `to` (closing what `to` held).
     pub fn renumber(&mut self, from: u32, to: u32) -> Result<(), Errno> {
-        self.get(to)?;
+        self.entry(to)?;
         let f = self
             .fds
             .get_mut(from as usize)
