@@ -239,6 +239,7 @@ fn compare(seed: u64, wasm: &[u8], engine: &Engine, backend: &str) -> Result<(),
             let mine = match o {
                 Outcome::Returned(v) => Seen::Values(v.iter().map(render_ours).collect()),
                 Outcome::Trapped(k) => Seen::Trap(k.name().into()),
+                Outcome::Exited(c) => Seen::Trap(format!("exit {c}")),
             };
             if mine != theirs {
                 return Err(format!(

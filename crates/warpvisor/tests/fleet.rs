@@ -214,3 +214,33 @@ fn deep_recursion_traps_with_stack_overflow_and_other_vms_finish() {
     assert_eq!(o[1], Outcome::Trapped(TrapKind::StackOverflow));
     assert_eq!(o[2], Outcome::Returned(vec![Value::I32(5000)]));
 }
+
+#[test]
+fn runaway_vm_stops_out_of_fuel_and_the_others_complete() {
+    // Argument 0 loops forever; any other argument counts down from it.
+    let wat = r#"(module (func (export "spin") (param i32) (result i32)
+        (if (i32.eqz (local.get 0)) (then (loop $forever (br $forever))))
+        (loop $down (local.set 0 (i32.sub (local.get 0) (i32.const 1))) (br_if $down (local.get 0)))
+        (i32.const 7)))"#;
+    for backend in ["cpu", "opencl"] {
+        let options = KernelOptions {
+            dialect: common::dialect(backend),
+            meter_fuel: true,
+            ..KernelOptions::default()
+        };
+        let b = common::backend(backend);
+        let program = Arc::new(Program::compile(wat.as_bytes(), &options, b.as_ref()).unwrap());
+        let config = FleetConfig {
+            num_vms: 3,
+            fuel: 1_000_000,
+            ..FleetConfig::default()
+        };
+        let mut f = Fleet::new(program, config, Imports::default()).unwrap();
+        let o = f
+            .invoke("spin", &[vec![Value::I32(1000)], vec![Value::I32(0)], vec![Value::I32(5)]])
+            .unwrap();
+        assert_eq!(o[0], Outcome::Returned(vec![Value::I32(7)]), "{backend}");
+        assert_eq!(o[1], Outcome::Trapped(TrapKind::OutOfFuel), "{backend}");
+        assert_eq!(o[2], Outcome::Returned(vec![Value::I32(7)]), "{backend}");
+    }
+}

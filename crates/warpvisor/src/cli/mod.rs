@@ -66,6 +66,10 @@ pub struct FleetArgs {
     /// kernel). Default: 0 for cpu, 2000 for opencl, whose compile time grows steeply with size.
     #[arg(long)]
     pub partition_ops: Option<u32>,
+    /// Stop every VM that runs more than this many function calls and loop iterations, with
+    /// the trap `out_of_fuel` (the others complete). Default: no limit.
+    #[arg(long)]
+    pub fuel: Option<u32>,
     /// Worker threads of the cpu backend (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -83,6 +87,7 @@ impl FleetArgs {
             interleave: self.interleave,
             max_table_elements: self.max_table_elements,
             opt_level: self.opt_level,
+            meter_fuel: self.fuel.is_some(),
             partition_ops: self.partition_ops.unwrap_or(if self.backend == "opencl" {
                 2000
             } else {
@@ -98,6 +103,7 @@ impl FleetArgs {
             max_memory_pages: self.max_memory,
             stack_words: self.stack_words,
             max_call_depth: self.max_call_depth,
+            fuel: self.fuel.unwrap_or(u32::MAX),
         }
     }
 

@@ -297,6 +297,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 // `@RESUME{label}@` becomes the resume dispatch of this loop, if it has one.
                 self.body
                     .push_str(&format!("L{label}_top:; /* loop */\n@RESUME{label}@"));
+                self.line("WV_FUEL();");
             }
             O::If { blockty } => {
                 let cond = self.pop()?;
@@ -822,6 +823,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 body = body.replace(&marker, &self.resume_dispatch(label));
             }
         }
+        out.push_str("  WV_FUEL();\n");
         out.push_str(&body);
         out.push_str("wv_unwind:\n");
         if self.cps {

@@ -60,6 +60,9 @@ pub struct KernelOptions {
     /// Most WebAssembly operators per kernel partition (0: one kernel). Device compilers
     /// take time that grows faster than linearly with kernel size.
     pub partition_ops: u32,
+    /// Meter fuel: every function entry and loop header costs one tick, and a VM out of fuel
+    /// traps with `out_of_fuel` (see `FleetConfig::fuel`).
+    pub meter_fuel: bool,
 }
 
 impl Default for KernelOptions {
@@ -70,6 +73,7 @@ impl Default for KernelOptions {
             max_table_elements: 10_000,
             opt_level: 2,
             partition_ops: 0,
+            meter_fuel: false,
         }
     }
 }

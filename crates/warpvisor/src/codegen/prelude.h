@@ -23,6 +23,7 @@
 #define WV_TRAP_BAD_CONVERSION 8u
 #define WV_TRAP_STACK_OVERFLOW 9u
 #define WV_TRAP_NULL_REFERENCE 10u
+#define WV_TRAP_OUT_OF_FUEL 11u
 
 /* A null reference (funcref or externref); references are 32-bit. */
 #define WV_NULL_REF 0xffffffffu
@@ -38,7 +39,7 @@ typedef struct {
   uint32_t fp;        /* stack word of the current frame */
   uint32_t depth;     /* frames on the call stack */
   uint32_t hypercall; /* import index when WV_HYPERCALL */
-  uint32_t pad;
+  uint32_t fuel;      /* ticks left when the kernel meters fuel (WV_FUEL) */
 } wv_vm;
 
 /* The fleet: every VM's state, laid out by layout::FleetLayout (mirrored as vmm::FleetAbi). */
@@ -129,6 +130,14 @@ WV_FN void wv_trap(const wv_fleet *f, uint32_t vm, uint32_t kind) {
 #define WV_CHECK(e) do { uint32_t k_ = (e); if (k_) WV_TRAP(k_); } while (0)
 /* After a call: stop if the callee trapped; the callee may have grown memory. */
 #define WV_AFTER_CALL() do { if (v->status != WV_RUNNING) goto wv_unwind; msz = WV_MEM_BYTES(); } while (0)
+
+/* One tick of fuel, at every function entry and loop header of a metered kernel: a VM that
+ * never finishes stops with out_of_fuel instead of holding the fleet forever. */
+#if WV_METER_FUEL
+#define WV_FUEL() do { if (v->fuel == 0) WV_TRAP(WV_TRAP_OUT_OF_FUEL); v->fuel--; } while (0)
+#else
+#define WV_FUEL() do { } while (0)
+#endif
 
 /* ---- memory access ----------------------------------------------------------------------- */
 /* ea = addr + offset, trapping unless [ea, ea + width) lies in the VM's memory. */

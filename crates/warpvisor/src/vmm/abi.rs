@@ -35,8 +35,8 @@ pub struct VmControl {
     pub depth: u32,
     /// Import index of a pending hypercall.
     pub hypercall: u32,
-    /// Padding.
-    pub pad: u32,
+    /// Fuel left when the kernel meters fuel.
+    pub fuel: u32,
 }
 
 /// The fleet as the kernel sees it (`wv_fleet`): raw pointers into the host's buffers.

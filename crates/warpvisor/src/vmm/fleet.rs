@@ -21,6 +21,9 @@ pub struct FleetConfig {
     pub stack_words: u32,
     /// Most nested continuation frames per VM.
     pub max_call_depth: u32,
+    /// Fuel of every VM per invocation, when the kernel meters fuel
+    /// (`KernelOptions::meter_fuel`): function entries and loop iterations it may run.
+    pub fuel: u32,
 }
 
 impl Default for FleetConfig {
@@ -30,6 +33,7 @@ impl Default for FleetConfig {
             max_memory_pages: 256,
             stack_words: 1 << 16,
             max_call_depth: 10_000,
+            fuel: u32::MAX,
         }
     }
 }
@@ -105,6 +109,8 @@ pub struct Fleet {
     dirty_bytes: u64,
     /// How the host stopped a VM while servicing it (not visible to the kernel).
     host_stops: Vec<Option<HostStop>>,
+    /// Fuel each VM starts an invocation with.
+    fuel: u32,
 }
 
 fn eval(expr: &ConstExpr, globals: &[Value], ty: ValType) -> Value {
@@ -213,6 +219,7 @@ impl Fleet {
         )?;
         let mut fleet = Fleet {
             host_stops: vec![None; config.num_vms as usize],
+            fuel: config.fuel,
             program,
             buffers,
             imports,
@@ -435,6 +442,7 @@ impl Fleet {
                 None => ctl.status = status::DONE,
                 Some(a) => {
                     ctl.depth = 1;
+                    ctl.fuel = self.fuel;
                     b.stack[layout.stack_index(vm, 0)] = NO_FRAME;
                     b.stack[layout.stack_index(vm, 1)] = func as u64;
                     b.stack[layout.stack_index(vm, 2)] = 0;

@@ -118,6 +118,7 @@ impl TrapKind {
             8 => TrapKind::BadConversionToInteger,
             9 => TrapKind::StackOverflow,
             10 => TrapKind::NullReference,
+            11 => TrapKind::OutOfFuel,
             _ => TrapKind::HostError,
         }
     }

@@ -1,0 +1,172 @@
+//! WASI programs on the fleet: per-VM jobs compared with wasmtime (the oracle), the WASI test
+//! suite, and rejection of unknown imports.
+
+mod common;
+#[path = "common/oracle.rs"]
+mod oracle;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use warpvisor::codegen::KernelOptions;
+use warpvisor::vmm::{FleetConfig, Program, VmmError};
+use warpvisor::wasi::program::{run_jobs, WasiRunConfig};
+use warpvisor::wasi::suite::{run_suite, TestOutcome};
+use warpvisor::wasi::WasiJob;
+
+fn echo() -> Vec<u8> {
+    let text = include_str!("wasi/echo.wat");
+    wat::parse_str(text).unwrap()
+}
+
+/// 64 jobs, each with its own args, env and stdin.
+fn jobs() -> Vec<WasiJob> {
+    (0..64)
+        .map(|i| WasiJob {
+            args: (0..i % 5).map(|k| format!("arg{i}-{k}")).collect(),
+            env: vec![("JOB".into(), i.to_string()), ("LANG".into(), "C".into())],
+            stdin: format!("hello from job {i}\nsecond line\n").repeat(i % 3).into_bytes(),
+        })
+        .collect()
+}
+
+fn run(backend: &str, wasm: &[u8], jobs: &[WasiJob], num_vms: u32, opt_level: u8) -> Vec<warpvisor::wasi::program::JobResult> {
+    let kernel = KernelOptions {
+        dialect: common::dialect(backend),
+        interleave: if backend == "opencl" { 4 } else { 0 },
+        opt_level,
+        partition_ops: if backend == "opencl" { 2000 } else { 0 },
+        ..KernelOptions::default()
+    };
+    let program = Arc::new(Program::compile(wasm, &kernel, common::backend(backend).as_ref()).unwrap());
+    let config = WasiRunConfig {
+        fleet: FleetConfig {
+            num_vms,
+            max_memory_pages: 512,
+            stack_words: 1 << 15,
+            ..FleetConfig::default()
+        },
+        program_name: "prog.wasm".into(),
+        preopens: Vec::new(),
+        allow_unknown_imports: false,
+    };
+    run_jobs(program, &config, jobs).unwrap()
+}
+
+fn check_against_wasmtime(backend: &str, wasm: &[u8], jobs: &[WasiJob], opt_level: u8) {
+    let ours = run(backend, wasm, jobs, 32, opt_level);
+    let theirs = oracle::run(wasm, "prog.wasm", jobs);
+    assert_eq!(ours.len(), theirs.len());
+    for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
+        assert_eq!(o, t, "{backend}: job {i} differs from wasmtime");
+    }
+}
+
+#[test]
+fn echo_jobs_match_wasmtime_on_cpu() {
+    check_against_wasmtime("cpu", &echo(), &jobs(), 2);
+}
+
+#[test]
+fn echo_jobs_match_wasmtime_on_opencl() {
+    check_against_wasmtime("opencl", &echo(), &jobs(), 2);
+}
+
+fn guest(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../guests/wasm").join(name);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("guest {} missing ({e}); see guests/README.md", path.display()))
+}
+
+fn with_args(args: impl Fn(usize) -> Vec<String>) -> Vec<WasiJob> {
+    (0..64)
+        .map(|i| WasiJob {
+            args: args(i),
+            ..WasiJob::default()
+        })
+        .collect()
+}
+
+/// The guest corpus (`guests/`), 64 jobs each with their own inputs on 32 VMs.
+#[test]
+fn guest_programs_match_wasmtime_on_cpu() {
+    let numbers = |i: usize| -> Vec<u8> { (0..20 + i).map(|k| format!("{}\n", (k * 7919 + i * 31) % 1000)).collect::<String>().into_bytes() };
+    let cases: Vec<(&str, Vec<WasiJob>)> = vec![
+        ("rust-hello.wasm", jobs()),
+        ("rust-wc.wasm", jobs()),
+        (
+            "rust-panic_exit.wasm",
+            with_args(|i| match i % 4 {
+                0 => vec!["panic".into()],
+                1 => vec!["exit".into(), (i % 7).to_string()],
+                2 => vec!["panic-exit".into()],
+                _ => vec![],
+            }),
+        ),
+        ("rust-fmt_floats.wasm", with_args(|i| vec![(i as f64 * 1.375 - 20.0).to_string(), format!("{}", i * 1000 + 7), "-0.0".into()])),
+        ("rust-recurse.wasm", with_args(|i| vec![(100 + 40 * i).to_string(), (10 + i % 8).to_string(), (2 + i % 4).to_string()])),
+        ("rust-dyn_dispatch.wasm", jobs()),
+        ("rust-big_output.wasm", with_args(|i| vec![(i * 40).to_string()])),
+        ("rust-heap.wasm", with_args(|i| vec![(1000 + i * 997).to_string()])),
+        ("c-hello.wasm", jobs()),
+        (
+            "c-sort.wasm",
+            (0..64)
+                .map(|i| WasiJob {
+                    args: if i % 2 == 0 { vec!["desc".into()] } else { vec![] },
+                    stdin: numbers(i),
+                    ..WasiJob::default()
+                })
+                .collect(),
+        ),
+        ("c-exit_code.wasm", with_args(|i| vec![(i % 100).to_string()])),
+        ("c-recurse.wasm", with_args(|i| vec![(10 + i * 30).to_string()])),
+    ];
+    for (name, jobs) in cases {
+        eprintln!("{name}");
+        // -O0 keeps GCC's time on these 30-120 KiB programs to seconds.
+        check_against_wasmtime("cpu", &guest(name), &jobs, 0);
+    }
+}
+
+#[test]
+fn unknown_imports_are_rejected_by_name_unless_allowed() {
+    let wasm = wat::parse_str(
+        r#"(module (import "env" "mystery_call" (func (param i32)))
+             (memory 1) (func (export "_start") (call 0 (i32.const 1))))"#,
+    )
+    .unwrap();
+    let program = Arc::new(Program::compile(&wasm, &KernelOptions::default(), common::cpu().as_ref()).unwrap());
+    let mut config = WasiRunConfig {
+        fleet: FleetConfig::default(),
+        program_name: "m.wasm".into(),
+        preopens: Vec::new(),
+        allow_unknown_imports: false,
+    };
+    match run_jobs(program.clone(), &config, &[WasiJob::default()]) {
+        Err(e @ VmmError::UnknownImport { .. }) => assert!(e.to_string().contains("mystery_call"), "{e}"),
+        other => panic!("expected an unknown-import error, got {other:?}"),
+    }
+    config.allow_unknown_imports = true;
+    let r = run_jobs(program, &config, &[WasiJob::default()]).unwrap();
+    assert!(r[0].trap.is_some(), "a call to an unknown import traps");
+}
+
+#[test]
+fn wasi_test_suite_on_cpu() {
+    let dir = common::testsuite().join("wasi/tests");
+    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasi-suite-scratch");
+    let kernel = KernelOptions {
+        opt_level: 0,
+        ..KernelOptions::default()
+    };
+    let reports = run_suite(&dir, common::cpu().as_ref(), &kernel, &scratch);
+    let passed = reports.iter().filter(|r| r.outcome == TestOutcome::Passed).count();
+    for r in &reports {
+        if r.outcome != TestOutcome::Passed {
+            eprintln!("{}: {:?}", r.name, r.outcome);
+        }
+    }
+    eprintln!("WASI suite on cpu: {passed} of {} passed", reports.len());
+    assert_eq!(reports.len(), 72, "expected the 72 wasm32-wasip1 tests");
+    assert!(passed * 100 >= reports.len() * 95, "{passed} of {} passed", reports.len());
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Rebuilds the guest corpus from source and copies the modules into guests/wasm/ as
+# rust-<name>.wasm and c-<name>.wasm. Usage: guests/build.sh [rust|c|all] (default all).
+# Needs: rustup (adds the wasm32-wasip1 target itself) and, for C, clang-14 + lld-14 + wasi-libc:
+#   apt-get install -y clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+out="$here/wasm"
+what="${1:-all}"
+mkdir -p "$out"
+
+build_rust() {
+    if ! command -v cargo >/dev/null; then
+        echo "build.sh: cargo not found; install Rust with rustup" >&2
+        exit 1
+    fi
+    if command -v rustup >/dev/null; then
+        if ! rustup target list --installed | grep -qx wasm32-wasip1; then
+            echo "build.sh: installing the wasm32-wasip1 target"
+            rustup target add wasm32-wasip1
+        fi
+    fi
+    # CARGO_BUILD_JOBS defaults to 1 here to stay light on shared machines; override if you like.
+    (cd "$here/rust" && cargo build --release --locked --target wasm32-wasip1 \
+        -j "${CARGO_BUILD_JOBS:-1}" --bins)
+    local bin
+    for src in "$here"/rust/src/bin/*.rs; do
+        bin="$(basename "$src" .rs)"
+        install -m 0644 "$here/rust/target/wasm32-wasip1/release/$bin.wasm" "$out/rust-$bin.wasm"
+        echo "  wasm/rust-$bin.wasm"
+    done
+}
+
+build_c() {
+    local cc="${CC_WASI:-clang-14}"
+    if ! command -v "$cc" >/dev/null \
+        || { ! command -v wasm-ld-14 >/dev/null && ! command -v wasm-ld >/dev/null; }; then
+        echo "build.sh: $cc and wasm-ld (lld) are needed for the C guests; on Debian 12:" >&2
+        echo "  apt-get install -y clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32" >&2
+        exit 1
+    fi
+    if ! printf '#include <stdio.h>\nint main(void){puts("x");return 0;}\n' \
+        | "$cc" --target=wasm32-wasi -O2 -fuse-ld=lld -x c -o /dev/null - 2>/dev/null; then
+        echo "build.sh: $cc cannot build for wasm32-wasi: wasi-libc or the wasm32 compiler-rt" >&2
+        echo "  builtins are missing; on Debian 12:" >&2
+        echo "  apt-get install -y wasi-libc libclang-rt-14-dev-wasm32" >&2
+        exit 1
+    fi
+    # wasm-ld's default shadow stack is only 64 KiB; give C the same 1 MiB that Rust's std gets,
+    # so c-recurse's deep recursion fits.
+    local name
+    for src in "$here"/c/*.c; do
+        name="$(basename "$src" .c)"
+        "$cc" --target=wasm32-wasi -O2 -Wall -Wextra -fuse-ld=lld -Wl,--strip-all -Wl,-z,stack-size=1048576 \
+            -o "$out/c-$name.wasm" "$src"
+        chmod 0644 "$out/c-$name.wasm"
+        echo "  wasm/c-$name.wasm"
+    done
+}
+
+case "$what" in
+    rust) build_rust ;;
+    c) build_c ;;
+    all) build_rust; build_c ;;
+    *) echo "usage: $0 [rust|c|all]" >&2; exit 2 ;;
+esac
