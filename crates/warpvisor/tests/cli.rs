@@ -259,3 +259,66 @@ fn unsupported_feature_is_named_with_its_function() {
         "{stderr}"
     );
 }
+
+#[test]
+fn without_opencl_devices_explains_and_the_backend_fails_cleanly() {
+    let out = Command::new(common::warpvisor_bin())
+        .arg("devices")
+        .env("OPENCL_DYLIB_PATH", "/nonexistent/libOpenCL.so")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("cpu: available"), "{stdout}");
+    assert!(
+        stdout.contains("opencl: unavailable") && stdout.contains("OPENCL_DYLIB_PATH"),
+        "{stdout}"
+    );
+    let module = tmp("div3.wat");
+    std::fs::write(&module, DIV).unwrap();
+    let out = Command::new(common::warpvisor_bin())
+        .args([
+            "run",
+            module.to_str().unwrap(),
+            "--backend",
+            "opencl",
+            "--invoke",
+            "div",
+            "--",
+            "1",
+            "1",
+        ])
+        .env("OPENCL_DYLIB_PATH", "/nonexistent/libOpenCL.so")
+        .output()
+        .unwrap();
+    assert_clean_error(&out, "opencl unavailable");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("opencl is unavailable"));
+}
+
+#[test]
+fn a_fleet_too_big_for_the_device_names_the_largest_that_fits() {
+    let module = tmp("mem.wat");
+    std::fs::write(
+        &module,
+        r#"(module (memory 1) (func (export "f") (result i32) (i32.const 1)))"#,
+    )
+    .unwrap();
+    let out = warpvisor(&[
+        "run",
+        module.to_str().unwrap(),
+        "--backend",
+        "opencl",
+        "--invoke",
+        "f",
+        "--vms",
+        "200000",
+        "--max-memory",
+        "1024",
+    ]);
+    assert_clean_error(&out, "fleet too big");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("at most") && stderr.contains("VMs fit"),
+        "{stderr}"
+    );
+}

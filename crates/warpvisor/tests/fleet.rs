@@ -237,7 +237,14 @@ fn runaway_vm_stops_out_of_fuel_and_the_others_complete() {
         };
         let mut f = Fleet::new(program, config, Imports::default()).unwrap();
         let o = f
-            .invoke("spin", &[vec![Value::I32(1000)], vec![Value::I32(0)], vec![Value::I32(5)]])
+            .invoke(
+                "spin",
+                &[
+                    vec![Value::I32(1000)],
+                    vec![Value::I32(0)],
+                    vec![Value::I32(5)],
+                ],
+            )
             .unwrap();
         assert_eq!(o[0], Outcome::Returned(vec![Value::I32(7)]), "{backend}");
         assert_eq!(o[1], Outcome::Trapped(TrapKind::OutOfFuel), "{backend}");

@@ -25,12 +25,20 @@ fn jobs() -> Vec<WasiJob> {
         .map(|i| WasiJob {
             args: (0..i % 5).map(|k| format!("arg{i}-{k}")).collect(),
             env: vec![("JOB".into(), i.to_string()), ("LANG".into(), "C".into())],
-            stdin: format!("hello from job {i}\nsecond line\n").repeat(i % 3).into_bytes(),
+            stdin: format!("hello from job {i}\nsecond line\n")
+                .repeat(i % 3)
+                .into_bytes(),
         })
         .collect()
 }
 
-fn run(backend: &str, wasm: &[u8], jobs: &[WasiJob], num_vms: u32, opt_level: u8) -> Vec<warpvisor::wasi::program::JobResult> {
+fn run(
+    backend: &str,
+    wasm: &[u8],
+    jobs: &[WasiJob],
+    num_vms: u32,
+    opt_level: u8,
+) -> Vec<warpvisor::wasi::program::JobResult> {
     let kernel = KernelOptions {
         dialect: common::dialect(backend),
         interleave: if backend == "opencl" { 4 } else { 0 },
@@ -38,7 +46,8 @@ fn run(backend: &str, wasm: &[u8], jobs: &[WasiJob], num_vms: u32, opt_level: u8
         partition_ops: if backend == "opencl" { 2000 } else { 0 },
         ..KernelOptions::default()
     };
-    let program = Arc::new(Program::compile(wasm, &kernel, common::backend(backend).as_ref()).unwrap());
+    let program =
+        Arc::new(Program::compile(wasm, &kernel, common::backend(backend).as_ref()).unwrap());
     let config = WasiRunConfig {
         fleet: FleetConfig {
             num_vms,
@@ -73,8 +82,15 @@ fn echo_jobs_match_wasmtime_on_opencl() {
 }
 
 fn guest(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../guests/wasm").join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("guest {} missing ({e}); see guests/README.md", path.display()))
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../guests/wasm")
+        .join(name);
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "guest {} missing ({e}); see guests/README.md",
+            path.display()
+        )
+    })
 }
 
 fn with_args(args: impl Fn(usize) -> Vec<String>) -> Vec<WasiJob> {
@@ -89,7 +105,12 @@ fn with_args(args: impl Fn(usize) -> Vec<String>) -> Vec<WasiJob> {
 /// The guest corpus (`guests/`), 64 jobs each with their own inputs on 32 VMs.
 #[test]
 fn guest_programs_match_wasmtime_on_cpu() {
-    let numbers = |i: usize| -> Vec<u8> { (0..20 + i).map(|k| format!("{}\n", (k * 7919 + i * 31) % 1000)).collect::<String>().into_bytes() };
+    let numbers = |i: usize| -> Vec<u8> {
+        (0..20 + i)
+            .map(|k| format!("{}\n", (k * 7919 + i * 31) % 1000))
+            .collect::<String>()
+            .into_bytes()
+    };
     let cases: Vec<(&str, Vec<WasiJob>)> = vec![
         ("rust-hello.wasm", jobs()),
         ("rust-wc.wasm", jobs()),
@@ -102,24 +123,58 @@ fn guest_programs_match_wasmtime_on_cpu() {
                 _ => vec![],
             }),
         ),
-        ("rust-fmt_floats.wasm", with_args(|i| vec![(i as f64 * 1.375 - 20.0).to_string(), format!("{}", i * 1000 + 7), "-0.0".into()])),
-        ("rust-recurse.wasm", with_args(|i| vec![(100 + 40 * i).to_string(), (10 + i % 8).to_string(), (2 + i % 4).to_string()])),
+        (
+            "rust-fmt_floats.wasm",
+            with_args(|i| {
+                vec![
+                    (i as f64 * 1.375 - 20.0).to_string(),
+                    format!("{}", i * 1000 + 7),
+                    "-0.0".into(),
+                ]
+            }),
+        ),
+        (
+            "rust-recurse.wasm",
+            with_args(|i| {
+                vec![
+                    (100 + 40 * i).to_string(),
+                    (10 + i % 8).to_string(),
+                    (2 + i % 4).to_string(),
+                ]
+            }),
+        ),
         ("rust-dyn_dispatch.wasm", jobs()),
-        ("rust-big_output.wasm", with_args(|i| vec![(i * 40).to_string()])),
-        ("rust-heap.wasm", with_args(|i| vec![(1000 + i * 997).to_string()])),
+        (
+            "rust-big_output.wasm",
+            with_args(|i| vec![(i * 40).to_string()]),
+        ),
+        (
+            "rust-heap.wasm",
+            with_args(|i| vec![(1000 + i * 997).to_string()]),
+        ),
         ("c-hello.wasm", jobs()),
         (
             "c-sort.wasm",
             (0..64)
                 .map(|i| WasiJob {
-                    args: if i % 2 == 0 { vec!["desc".into()] } else { vec![] },
+                    args: if i % 2 == 0 {
+                        vec!["desc".into()]
+                    } else {
+                        vec![]
+                    },
                     stdin: numbers(i),
                     ..WasiJob::default()
                 })
                 .collect(),
         ),
-        ("c-exit_code.wasm", with_args(|i| vec![(i % 100).to_string()])),
-        ("c-recurse.wasm", with_args(|i| vec![(10 + i * 30).to_string()])),
+        (
+            "c-exit_code.wasm",
+            with_args(|i| vec![(i % 100).to_string()]),
+        ),
+        (
+            "c-recurse.wasm",
+            with_args(|i| vec![(10 + i * 30).to_string()]),
+        ),
     ];
     for (name, jobs) in cases {
         eprintln!("{name}");
@@ -135,7 +190,9 @@ fn unknown_imports_are_rejected_by_name_unless_allowed() {
              (memory 1) (func (export "_start") (call 0 (i32.const 1))))"#,
     )
     .unwrap();
-    let program = Arc::new(Program::compile(&wasm, &KernelOptions::default(), common::cpu().as_ref()).unwrap());
+    let program = Arc::new(
+        Program::compile(&wasm, &KernelOptions::default(), common::cpu().as_ref()).unwrap(),
+    );
     let mut config = WasiRunConfig {
         fleet: FleetConfig::default(),
         program_name: "m.wasm".into(),
@@ -143,7 +200,9 @@ fn unknown_imports_are_rejected_by_name_unless_allowed() {
         allow_unknown_imports: false,
     };
     match run_jobs(program.clone(), &config, &[WasiJob::default()]) {
-        Err(e @ VmmError::UnknownImport { .. }) => assert!(e.to_string().contains("mystery_call"), "{e}"),
+        Err(e @ VmmError::UnknownImport { .. }) => {
+            assert!(e.to_string().contains("mystery_call"), "{e}")
+        }
         other => panic!("expected an unknown-import error, got {other:?}"),
     }
     config.allow_unknown_imports = true;
@@ -160,7 +219,10 @@ fn wasi_test_suite_on_cpu() {
         ..KernelOptions::default()
     };
     let reports = run_suite(&dir, common::cpu().as_ref(), &kernel, &scratch);
-    let passed = reports.iter().filter(|r| r.outcome == TestOutcome::Passed).count();
+    let passed = reports
+        .iter()
+        .filter(|r| r.outcome == TestOutcome::Passed)
+        .count();
     for r in &reports {
         if r.outcome != TestOutcome::Passed {
             eprintln!("{}: {:?}", r.name, r.outcome);
@@ -168,5 +230,9 @@ fn wasi_test_suite_on_cpu() {
     }
     eprintln!("WASI suite on cpu: {passed} of {} passed", reports.len());
     assert_eq!(reports.len(), 72, "expected the 72 wasm32-wasip1 tests");
-    assert!(passed * 100 >= reports.len() * 95, "{passed} of {} passed", reports.len());
+    assert!(
+        passed * 100 >= reports.len() * 95,
+        "{passed} of {} passed",
+        reports.len()
+    );
 }

@@ -175,7 +175,11 @@ fn emit_partition(
     );
     out.push_str(options.dialect.header());
     let _ = writeln!(out, "#define WV_INTERLEAVE {}", options.interleave);
-    let _ = writeln!(out, "#define WV_METER_FUEL {}", u8::from(options.meter_fuel));
+    let _ = writeln!(
+        out,
+        "#define WV_METER_FUEL {}",
+        u8::from(options.meter_fuel)
+    );
     let _ = writeln!(out, "#define WV_NUM_FUNCS {n}u");
     let _ = writeln!(
         out,

@@ -5,9 +5,9 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 
 use super::errno::*;
+use super::fs::rights::{FD_READ, FD_WRITE};
 use super::fs::{dirents, filestat, filetype, resolve, Fd};
 use super::guest::GuestMemory;
-use super::fs::rights::{FD_READ, FD_WRITE};
 use super::{arg, arg64, VmState};
 
 /// Fails with `NOTCAPABLE` unless `fd` holds `right`.
@@ -303,9 +303,18 @@ pub fn fd_call(
 }
 
 /// A new link name may not end with `/` (POSIX: only directories take a trailing slash).
-fn new_name_ok(mem: &GuestMemory<'_>, ptr: u32, len: u32, resolved: &std::path::Path) -> Result<(), Errno> {
+fn new_name_ok(
+    mem: &GuestMemory<'_>,
+    ptr: u32,
+    len: u32,
+    resolved: &std::path::Path,
+) -> Result<(), Errno> {
     if mem.string(ptr, len)?.ends_with('/') {
-        return Err(if std::fs::symlink_metadata(resolved).is_ok() { EXIST } else { NOENT });
+        return Err(if std::fs::symlink_metadata(resolved).is_ok() {
+            EXIST
+        } else {
+            NOENT
+        });
     }
     Ok(())
 }
@@ -383,7 +392,13 @@ fn path_call(
                 .create_new(creat && excl)
                 .truncate(trunc)
                 .open(&path))?;
-            let new = st.fds.insert(fd, Fd::File { file, append }, rights, inheriting, fdflags as u16)?;
+            let new = st.fds.insert(
+                fd,
+                Fd::File { file, append },
+                rights,
+                inheriting,
+                fdflags as u16,
+            )?;
             mem.set_u32(arg(a, 8), new)
         }
         "path_filestat_get" => {

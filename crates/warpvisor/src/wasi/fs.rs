@@ -43,11 +43,25 @@ pub mod rights {
     /// `fd_write`.
     pub const FD_WRITE: u64 = 1 << 6;
     /// What a directory may do (no reading, writing, seeking or resizing).
-    pub const DIR: u64 = (1 << 0) | (1 << 3) | (1 << 4) | (1 << 7) | (0x1fff << 9) | (0x1f << 23) & !(1 << 22);
+    pub const DIR: u64 =
+        (1 << 0) | (1 << 3) | (1 << 4) | (1 << 7) | (0x1fff << 9) | (0x1f << 23) & !(1 << 22);
     /// What a regular file may do.
-    pub const FILE: u64 = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 21) | (1 << 22) | (1 << 23) | (1 << 27);
+    pub const FILE: u64 = (1 << 0)
+        | (1 << 1)
+        | (1 << 2)
+        | (1 << 3)
+        | (1 << 4)
+        | (1 << 5)
+        | (1 << 6)
+        | (1 << 7)
+        | (1 << 8)
+        | (1 << 21)
+        | (1 << 22)
+        | (1 << 23)
+        | (1 << 27);
     /// Standard streams.
-    pub const STDIO: u64 = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 21) | (1 << 27);
+    pub const STDIO: u64 =
+        (1 << 0) | (1 << 1) | (1 << 3) | (1 << 4) | (1 << 6) | (1 << 7) | (1 << 21) | (1 << 27);
 }
 
 /// A descriptor with its rights and flags.
@@ -98,7 +112,10 @@ impl FdTable {
     }
 
     fn entry(&mut self, fd: u32) -> Result<&mut Entry, Errno> {
-        self.fds.get_mut(fd as usize).and_then(Option::as_mut).ok_or(BADF)
+        self.fds
+            .get_mut(fd as usize)
+            .and_then(Option::as_mut)
+            .ok_or(BADF)
     }
 
     /// `(base rights, inheriting rights, fdflags)` of `fd`.
@@ -124,9 +141,20 @@ impl FdTable {
 
     /// Adds a descriptor opened from directory `dir` with the requested rights, reusing the
     /// lowest free number.
-    pub fn insert(&mut self, dir: u32, fd: Fd, base: u64, inheriting: u64, flags: u16) -> Result<u32, Errno> {
+    pub fn insert(
+        &mut self,
+        dir: u32,
+        fd: Fd,
+        base: u64,
+        inheriting: u64,
+        flags: u16,
+    ) -> Result<u32, Errno> {
         let (_, dir_inheriting, _) = self.rights(dir)?;
-        let kind = if matches!(fd, Fd::Dir { .. }) { rights::DIR } else { rights::FILE };
+        let kind = if matches!(fd, Fd::Dir { .. }) {
+            rights::DIR
+        } else {
+            rights::FILE
+        };
         let entry = Entry {
             fd,
             base: base & dir_inheriting & kind,

@@ -41,7 +41,7 @@ pub fn find_tests(dir: &Path) -> Vec<PathBuf> {
         };
         for e in entries.flatten() {
             let p = e.path();
-            if p.is_dir() && !p.extension().is_some_and(|x| x == "dir") {
+            if p.is_dir() && p.extension().is_none_or(|x| x != "dir") {
                 stack.push(p);
             } else if p.extension().is_some_and(|x| x == "wasm") {
                 out.push(p);

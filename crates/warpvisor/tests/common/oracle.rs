@@ -35,7 +35,9 @@ pub fn run(wasm: &[u8], program_name: &str, jobs: &[WasiJob]) -> Vec<JobResult> 
         .map(|job| {
             let stdout = MemoryOutputPipe::new(64 << 20);
             let stderr = MemoryOutputPipe::new(64 << 20);
-            let args: Vec<String> = std::iter::once(program_name.to_string()).chain(job.args.iter().cloned()).collect();
+            let args: Vec<String> = std::iter::once(program_name.to_string())
+                .chain(job.args.iter().cloned())
+                .collect();
             let ctx = WasiCtxBuilder::new()
                 .args(&args)
                 .envs(&job.env)
