@@ -22,40 +22,27 @@ static inline uint32_t wv_f32_bits(float x) { union { float f; uint32_t u; } c; 
 static inline float wv_f32_from_bits(uint32_t x) { union { float f; uint32_t u; } c; c.u = x; return c.f; }
 static inline uint64_t wv_f64_bits(double x) { union { double f; uint64_t u; } c; c.f = x; return c.u; }
 static inline double wv_f64_from_bits(uint64_t x) { union { double f; uint64_t u; } c; c.u = x; return c.f; }
-/* NaN tests on the bits: a device compiler may assume `x != x` is false. */
-#define wv_f32_isnan(x) ((wv_f32_bits(x) & 0x7fffffffu) > 0x7f800000u)
-#define wv_f64_isnan(x) ((wv_f64_bits(x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull)
 #define wv_clz32(x) ((x) ? (uint32_t)__builtin_clz(x) : 32u)
 #define wv_ctz32(x) ((x) ? (uint32_t)__builtin_ctz(x) : 32u)
 #define wv_popcnt32(x) ((uint32_t)__builtin_popcount(x))
 #define wv_clz64(x) ((x) ? (uint64_t)__builtin_clzll(x) : 64u)
 #define wv_ctz64(x) ((x) ? (uint64_t)__builtin_ctzll(x) : 64u)
 #define wv_popcnt64(x) ((uint64_t)__builtin_popcountll(x))
-/* libm may return a signalling NaN unchanged; WebAssembly wants it quieted (x + x). */
-static inline float wv_f32_ceil(float x) { return wv_f32_isnan(x) ? x + x : ceilf(x); }
-static inline float wv_f32_floor(float x) { return wv_f32_isnan(x) ? x + x : floorf(x); }
-static inline float wv_f32_trunc(float x) { return wv_f32_isnan(x) ? x + x : truncf(x); }
-static inline float wv_f32_nearest(float x) { return wv_f32_isnan(x) ? x + x : nearbyintf(x); }
-static inline float wv_f32_sqrt(float x) { return wv_f32_isnan(x) ? x + x : sqrtf(x); }
-static inline double wv_f64_ceil(double x) { return wv_f64_isnan(x) ? x + x : ceil(x); }
-static inline double wv_f64_floor(double x) { return wv_f64_isnan(x) ? x + x : floor(x); }
-static inline double wv_f64_trunc(double x) { return wv_f64_isnan(x) ? x + x : trunc(x); }
-static inline double wv_f64_nearest(double x) { return wv_f64_isnan(x) ? x + x : nearbyint(x); }
-static inline double wv_f64_sqrt(double x) { return wv_f64_isnan(x) ? x + x : sqrt(x); }
-/* Not foldable into a no-op for a signalling NaN: converting must quiet it. */
-static inline double wv_f64_promote_f32(float x) { return wv_f32_isnan(x) ? (double)(x + x) : (double)x; }
-static inline float wv_f32_demote_f64(double x) { return wv_f64_isnan(x) ? (float)(x + x) : (float)x; }
+/* Raw math; the prelude adds WebAssembly's NaN rules. */
+#define wv_raw_ceilf ceilf
+#define wv_raw_floorf floorf
+#define wv_raw_truncf truncf
+#define wv_raw_nearestf nearbyintf
+#define wv_raw_sqrtf sqrtf
+#define wv_raw_ceil ceil
+#define wv_raw_floor floor
+#define wv_raw_trunc trunc
+#define wv_raw_nearest nearbyint
+#define wv_raw_sqrt sqrt
 #define wv_f32_convert_u64(x) ((float)(uint64_t)(x))
 #define wv_f64_convert_u64(x) ((double)(uint64_t)(x))
-/* -fsignaling-nans keeps `x * 1.0` and friends from being folded away. */
-#define wv_f32_add(a, b) ((a) + (b))
-#define wv_f32_sub(a, b) ((a) - (b))
-#define wv_f32_mul(a, b) ((a) * (b))
-#define wv_f32_div(a, b) ((a) / (b))
-#define wv_f64_add(a, b) ((a) + (b))
-#define wv_f64_sub(a, b) ((a) - (b))
-#define wv_f64_mul(a, b) ((a) * (b))
-#define wv_f64_div(a, b) ((a) / (b))
+/* -fsignaling-nans keeps `x * 1.0` and friends from being folded away: no quieting needed. */
+#define WV_QUIET_ARITHMETIC 0
 "#;
 
 const C_ENTRY: &str = r#"
@@ -86,9 +73,6 @@ typedef long int64_t;
 #define wv_f32_from_bits(x) as_float((uint)(x))
 #define wv_f64_bits(x) as_ulong(x)
 #define wv_f64_from_bits(x) as_double((ulong)(x))
-/* NaN tests on the bits: a device compiler may assume `x != x` is false. */
-#define wv_f32_isnan(x) ((wv_f32_bits(x) & 0x7fffffffu) > 0x7f800000u)
-#define wv_f64_isnan(x) ((wv_f64_bits(x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull)
 /* OpenCL's clz gives the bit width for 0; ctz is built from popcount (OpenCL 1.2 has no ctz). */
 #define wv_clz32(x) ((uint)clz((uint)(x)))
 #define wv_ctz32(x) ((uint)popcount((uint)(~(x) & ((x) - 1u))))
@@ -96,33 +80,22 @@ typedef long int64_t;
 #define wv_clz64(x) ((ulong)clz((ulong)(x)))
 #define wv_ctz64(x) ((ulong)popcount((ulong)(~(x) & ((x) - 1ul))))
 #define wv_popcnt64(x) ((ulong)popcount((ulong)(x)))
-/* A signalling NaN must come out quiet (x + x). */
-static inline float wv_f32_ceil(float x) { return wv_f32_isnan(x) ? x + x : ceil(x); }
-static inline float wv_f32_floor(float x) { return wv_f32_isnan(x) ? x + x : floor(x); }
-static inline float wv_f32_trunc(float x) { return wv_f32_isnan(x) ? x + x : trunc(x); }
-static inline float wv_f32_nearest(float x) { return wv_f32_isnan(x) ? x + x : rint(x); }
-static inline float wv_f32_sqrt(float x) { return wv_f32_isnan(x) ? x + x : sqrt(x); }
-static inline double wv_f64_ceil(double x) { return wv_f64_isnan(x) ? x + x : ceil(x); }
-static inline double wv_f64_floor(double x) { return wv_f64_isnan(x) ? x + x : floor(x); }
-static inline double wv_f64_trunc(double x) { return wv_f64_isnan(x) ? x + x : trunc(x); }
-static inline double wv_f64_nearest(double x) { return wv_f64_isnan(x) ? x + x : rint(x); }
-static inline double wv_f64_sqrt(double x) { return wv_f64_isnan(x) ? x + x : sqrt(x); }
-static inline double wv_f64_promote_f32(float x) { return wv_f32_isnan(x) ? (double)(x + x) : (double)x; }
-static inline float wv_f32_demote_f64(double x) { return wv_f64_isnan(x) ? (float)(x + x) : (float)x; }
+/* Raw math (overloaded for float and double); the prelude adds WebAssembly's NaN rules. */
+#define wv_raw_ceilf ceil
+#define wv_raw_floorf floor
+#define wv_raw_truncf trunc
+#define wv_raw_nearestf rint
+#define wv_raw_sqrtf sqrt
+#define wv_raw_ceil ceil
+#define wv_raw_floor floor
+#define wv_raw_trunc trunc
+#define wv_raw_nearest rint
+#define wv_raw_sqrt sqrt
 #define wv_f32_convert_u64(x) ((float)(ulong)(x))
 #define wv_f64_convert_u64(x) ((double)(ulong)(x))
-/* The device compiler may fold `x * 1.0`, `x - 0.0`, `x / 1.0` to x, which leaves a signalling
- * NaN unquieted; a NaN result is quieted here (x + x). */
-static inline float wv_f32_quiet(float r) { return wv_f32_isnan(r) ? r + r : r; }
-static inline double wv_f64_quiet(double r) { return wv_f64_isnan(r) ? r + r : r; }
-#define wv_f32_add(a, b) wv_f32_quiet((a) + (b))
-#define wv_f32_sub(a, b) wv_f32_quiet((a) - (b))
-#define wv_f32_mul(a, b) wv_f32_quiet((a) * (b))
-#define wv_f32_div(a, b) wv_f32_quiet((a) / (b))
-#define wv_f64_add(a, b) wv_f64_quiet((a) + (b))
-#define wv_f64_sub(a, b) wv_f64_quiet((a) - (b))
-#define wv_f64_mul(a, b) wv_f64_quiet((a) * (b))
-#define wv_f64_div(a, b) wv_f64_quiet((a) / (b))
+/* The device compiler may fold `x * 1.0`, `x - 0.0`, `x / 1.0` to x, leaving a signalling NaN
+ * unquieted: arithmetic results are quieted. */
+#define WV_QUIET_ARITHMETIC 1
 "#;
 
 const OPENCL_ENTRY: &str = r#"

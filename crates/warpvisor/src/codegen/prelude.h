@@ -294,8 +294,40 @@ WV_FN uint32_t wv_i32_shr_s(uint32_t a, uint32_t b) { return (uint32_t)((int32_t
 WV_FN uint64_t wv_i64_shr_s(uint64_t a, uint64_t b) { return (uint64_t)((int64_t)a >> (b & 63)); }
 
 /* ---- float operators: no fast-math; NaN and signed-zero rules of WebAssembly ------------- */
-/* NaN tests (wv_f32_isnan, wv_f64_isnan) come from the dialect: on the bits, because a
- * device compiler may assume `x != x` is false. */
+/* NaN tests on the bits: a device compiler may assume `x != x` is false. */
+#define wv_f32_isnan(x) ((wv_f32_bits(x) & 0x7fffffffu) > 0x7f800000u)
+#define wv_f64_isnan(x) ((wv_f64_bits(x) & 0x7fffffffffffffffull) > 0x7ff0000000000000ull)
+
+/* Rounding and square root: a signalling NaN comes out quiet (x + x), whatever libm does. */
+WV_FN float wv_f32_ceil(float x) { return wv_f32_isnan(x) ? x + x : wv_raw_ceilf(x); }
+WV_FN float wv_f32_floor(float x) { return wv_f32_isnan(x) ? x + x : wv_raw_floorf(x); }
+WV_FN float wv_f32_trunc(float x) { return wv_f32_isnan(x) ? x + x : wv_raw_truncf(x); }
+WV_FN float wv_f32_nearest(float x) { return wv_f32_isnan(x) ? x + x : wv_raw_nearestf(x); }
+WV_FN float wv_f32_sqrt(float x) { return wv_f32_isnan(x) ? x + x : wv_raw_sqrtf(x); }
+WV_FN double wv_f64_ceil(double x) { return wv_f64_isnan(x) ? x + x : wv_raw_ceil(x); }
+WV_FN double wv_f64_floor(double x) { return wv_f64_isnan(x) ? x + x : wv_raw_floor(x); }
+WV_FN double wv_f64_trunc(double x) { return wv_f64_isnan(x) ? x + x : wv_raw_trunc(x); }
+WV_FN double wv_f64_nearest(double x) { return wv_f64_isnan(x) ? x + x : wv_raw_nearest(x); }
+WV_FN double wv_f64_sqrt(double x) { return wv_f64_isnan(x) ? x + x : wv_raw_sqrt(x); }
+/* Conversions between float widths: a compiler may fold demote(promote(x)) to x. */
+WV_FN double wv_f64_promote_f32(float x) { return wv_f32_isnan(x) ? (double)(x + x) : (double)x; }
+WV_FN float wv_f32_demote_f64(double x) { return wv_f64_isnan(x) ? (float)(x + x) : (float)x; }
+
+#if WV_QUIET_ARITHMETIC
+WV_FN float wv_f32_quiet(float r) { return wv_f32_isnan(r) ? r + r : r; }
+WV_FN double wv_f64_quiet(double r) { return wv_f64_isnan(r) ? r + r : r; }
+#else
+#define wv_f32_quiet(r) (r)
+#define wv_f64_quiet(r) (r)
+#endif
+#define wv_f32_add(a, b) wv_f32_quiet((a) + (b))
+#define wv_f32_sub(a, b) wv_f32_quiet((a) - (b))
+#define wv_f32_mul(a, b) wv_f32_quiet((a) * (b))
+#define wv_f32_div(a, b) wv_f32_quiet((a) / (b))
+#define wv_f64_add(a, b) wv_f64_quiet((a) + (b))
+#define wv_f64_sub(a, b) wv_f64_quiet((a) - (b))
+#define wv_f64_mul(a, b) wv_f64_quiet((a) * (b))
+#define wv_f64_div(a, b) wv_f64_quiet((a) / (b))
 WV_FN float wv_f32_min(float a, float b) {
   if (wv_f32_isnan(a) || wv_f32_isnan(b)) return a + b;
   if (a == b) return wv_f32_from_bits(wv_f32_bits(a) | wv_f32_bits(b));

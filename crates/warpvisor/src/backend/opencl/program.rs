@@ -68,7 +68,18 @@ pub fn build(
         }
         // A stale or foreign binary: rebuild from source below.
     }
-    let program = Program::create_and_build_from_source(context, code, &opts).map_err(|log| {
+    // PoCL 3.1 now and then loses a temporary file of its own compiler cache ("unable to
+    // rename temporary"); that build failure says nothing about the kernel, so it is retried.
+    let mut attempt = Program::create_and_build_from_source(context, code, &opts);
+    for _ in 0..3 {
+        match &attempt {
+            Err(log) if log.contains("unable to rename temporary") => {
+                attempt = Program::create_and_build_from_source(context, code, &opts);
+            }
+            _ => break,
+        }
+    }
+    let program = attempt.map_err(|log| {
         let lines = offending_lines(&log, code);
         BackendError::Compile {
             compiler: format!("OpenCL on {} ({})", device.name, device.platform),
