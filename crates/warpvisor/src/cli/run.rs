@@ -107,13 +107,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     };
     let mut fleet = Fleet::new(program, args.fleet.fleet(args.vms), Imports::default())?;
     let outcomes = fleet.invoke_batched(&invoke, &jobs)?;
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p)
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
-    };
+    let mut out = result_writer(args.output.as_ref())?;
     for (i, o) in outcomes.iter().enumerate() {
         writeln!(out, "{}", result_line(i, o))?;
     }
@@ -215,13 +209,7 @@ fn run_wasi(args: &RunArgs, program: Arc<Program>) -> anyhow::Result<i32> {
         );
         return Ok(results.first().map_or(0, |r| r.exit_code as i32));
     }
-    let mut out: Box<dyn Write> = match &args.output {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p)
-                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
-        )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
-    };
+    let mut out = result_writer(args.output.as_ref())?;
     for (i, r) in results.iter().enumerate() {
         writeln!(out, "{}", program::result_line(i, r))?;
     }
@@ -234,4 +222,15 @@ fn run_wasi(args: &RunArgs, program: Arc<Program>) -> anyhow::Result<i32> {
         trapped
     );
     Ok(0)
+}
+
+/// Where result lines go: `--output FILE`, else standard output.
+fn result_writer(path: Option<&PathBuf>) -> anyhow::Result<Box<dyn Write>> {
+    Ok(match path {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p)
+                .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
+        )),
+        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
+    })
 }
