@@ -125,6 +125,21 @@ fn eval(expr: &ConstExpr, globals: &[Value], ty: ValType) -> Value {
     }
 }
 
+/// The initial value of every global: imported ones from `imported` (in import order), the
+/// others from their initializers, which may read earlier globals.
+fn initial_globals(m: &crate::frontend::Module<'_>, imported: &[Value]) -> Vec<Value> {
+    let mut globals: Vec<Value> = Vec::new();
+    let mut imported = imported.iter();
+    for g in &m.globals {
+        let v = match &g.init {
+            Some(e) => eval(e, &globals, g.ty),
+            None => imported.next().copied().unwrap_or(Value::zero(g.ty)),
+        };
+        globals.push(v);
+    }
+    globals
+}
+
 impl Fleet {
     /// Allocates a fleet for `program` and instantiates every VM.
     pub fn new(
@@ -186,15 +201,7 @@ impl Fleet {
             table_initial.push(initial as u32);
         }
         // Global values (imported ones first), then the element blob they may feed.
-        let mut globals: Vec<Value> = Vec::new();
-        let mut imported = imports.globals.iter();
-        for g in &m.globals {
-            let v = match &g.init {
-                Some(e) => eval(e, &globals, g.ty),
-                None => imported.next().copied().unwrap_or(Value::zero(g.ty)),
-            };
-            globals.push(v);
-        }
+        let globals = initial_globals(m, &imports.globals);
         let mut elem_blob = Vec::new();
         for seg in &m.elems {
             for item in &seg.items {
@@ -248,16 +255,7 @@ impl Fleet {
 
     /// Puts every VM back in its freshly instantiated state.
     pub fn reset(&mut self) -> Result<(), VmmError> {
-        let m = &self.program.module;
-        let mut globals: Vec<Value> = Vec::new();
-        let mut imported = self.imports.globals.iter();
-        for g in &m.globals {
-            let v = match &g.init {
-                Some(e) => eval(e, &globals, g.ty),
-                None => imported.next().copied().unwrap_or(Value::zero(g.ty)),
-            };
-            globals.push(v);
-        }
+        let globals = initial_globals(&self.program.module, &self.imports.globals);
         self.instantiate(&globals)
     }
 
