@@ -3,7 +3,8 @@
 //!
 //! The pipeline: [`frontend`] (bytes → validated module) → [`analysis`] (call graph, yields,
 //! liveness) → [`codegen`] (kernel source) → [`backend`] (device program) → [`vmm`] (the fleet of
-//! VMs: layout, instantiation, invocation, hypercalls). [`wast`] runs spec-test scripts on it.
+//! VMs: layout, instantiation, invocation, hypercalls). [`runner`] runs jobs on a fleet or on
+//! wasmtime alike; [`wast`] runs spec-test scripts.
 
 pub mod analysis;
 pub mod backend;
@@ -11,6 +12,7 @@ pub mod codegen;
 pub mod frontend;
 pub mod jobs;
 pub mod layout;
+pub mod runner;
 pub mod vmm;
 pub mod wasi;
 pub mod wast;

@@ -4,12 +4,20 @@
 //!   worker threads.
 //! - [`opencl`]: the OpenCL C kernel on any OpenCL device (GPUs; PoCL on CPUs), one work-item
 //!   per VM.
+//! - [`cuda`]: the CUDA C++ kernel compiled by NVRTC, launched through the driver API, one
+//!   thread per VM.
+//! - [`wasmtime`]: no kernel: every job as an ordinary wasmtime instance (the oracle and the
+//!   fallback).
 
 pub mod cache;
 pub mod cpu;
+pub mod cuda;
 pub mod opencl;
+pub mod select;
+pub mod wasmtime;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::codegen::KernelOptions;
 use crate::vmm::FleetBuffers;
@@ -46,6 +54,15 @@ pub enum BackendError {
     Launch(String),
 }
 
+/// Where the time of one launch went.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LaunchTimes {
+    /// Running the kernel.
+    pub execute: Duration,
+    /// Moving fleet state between host and device (zero where they share memory).
+    pub transfer: Duration,
+}
+
 /// A backend that can load kernels.
 pub trait Backend: Send + Sync {
     /// Name used on the command line (`cpu`, ...).
@@ -59,7 +76,7 @@ pub trait Backend: Send + Sync {
 pub trait Kernel: Send + Sync {
     /// Runs every VM whose status is running until each has finished, trapped or stopped
     /// for a hypercall.
-    fn launch(&self, fleet: &mut FleetBuffers) -> Result<(), BackendError>;
+    fn launch(&self, fleet: &mut FleetBuffers) -> Result<LaunchTimes, BackendError>;
 
     /// Checks that a fleet of `num_vms` VMs fits the device: `per_vm` bytes in all, of which
     /// `largest_per_vm` in its largest buffer. The error names the largest fleet that fits.
@@ -72,4 +89,23 @@ pub trait Kernel: Send + Sync {
         let _ = (num_vms, per_vm, largest_per_vm);
         Ok(())
     }
+}
+
+/// The kernel lines a compiler log's errors point at: `FILE:LINE:COL: error` (OpenCL, GCC) or
+/// `FILE(LINE): error` (NVRTC). At most five.
+pub(crate) fn offending_lines(log: &str, source: &str) -> String {
+    let lines: Vec<&str> = source.lines().collect();
+    let mut out = String::new();
+    for l in log.lines().filter(|l| l.contains("error")).take(5) {
+        let number = match l.split_once('(') {
+            Some((_, rest)) if rest.contains("): ") => rest.split(')').next(),
+            _ => l.split(':').nth(1),
+        };
+        if let Some(n) = number.and_then(|n| n.trim().parse::<usize>().ok()) {
+            if let Some(text) = n.checked_sub(1).and_then(|i| lines.get(i)) {
+                out.push_str(&format!("  kernel line {n}: {}\n", text.trim()));
+            }
+        }
+    }
+    out
 }

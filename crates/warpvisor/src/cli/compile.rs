@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{read_file, FleetArgs};
+use warpvisor::backend::select::BackendKind;
 use warpvisor::{codegen, frontend};
 
 /// Arguments of `warpvisor compile`.
@@ -12,8 +13,8 @@ use warpvisor::{codegen, frontend};
 pub struct CompileArgs {
     /// The module (.wasm or .wat).
     module: PathBuf,
-    /// Kernel language to write.
-    #[arg(long, default_value = "c", value_parser = ["c", "opencl"])]
+    /// Kernel language to write: host C (cpu), OpenCL C (opencl) or CUDA C++ (cuda).
+    #[arg(long, default_value = "c", value_parser = ["c", "opencl", "cuda"])]
     emit: String,
     /// Output file (default: standard output).
     #[arg(short, long)]
@@ -26,11 +27,12 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
     let bytes = read_file(&args.module)?;
     let binary = frontend::to_binary(&bytes)?;
     let module = frontend::load(&binary)?;
-    let mut options = args.fleet.kernel();
-    options.dialect = match args.emit.as_str() {
-        "opencl" => codegen::Dialect::OpenCl,
-        _ => codegen::Dialect::C,
+    let kind = match args.emit.as_str() {
+        "opencl" => BackendKind::OpenCl,
+        "cuda" => BackendKind::Cuda,
+        _ => BackendKind::Cpu,
     };
+    let options = args.fleet.kernel_for(kind);
     let source = codegen::emit(&module, &options)?;
     let many = source.partitions.len() > 1;
     for (i, code) in source.partitions.iter().enumerate() {

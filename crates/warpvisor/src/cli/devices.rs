@@ -1,33 +1,22 @@
-//! `warpvisor devices`: every backend with its devices, or why it is unavailable.
+//! `warpvisor devices`: every backend with its devices or the reason it is unavailable, and
+//! what `--backend auto` picks.
 
-use warpvisor::backend::{cpu::CpuBackend, opencl};
+use warpvisor::backend::select::{self, BackendKind};
 
 pub fn run() -> anyhow::Result<i32> {
-    match CpuBackend::new(None) {
-        Ok(_) => {
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            println!("cpu: available — host C compiler, {cores} worker threads");
-        }
-        Err(e) => println!("cpu: unavailable — {e}"),
-    }
-    match opencl::devices() {
-        Ok(devices) => {
-            println!("opencl: available");
-            for (d, _) in devices {
-                println!(
-                    "  [{}] {} ({}; {}) — {} compute units, {} MiB global memory, {} MiB largest allocation, driver {}",
-                    d.index,
-                    d.name,
-                    d.platform,
-                    if d.gpu { "GPU" } else { "not a GPU" },
-                    d.compute_units,
-                    d.global_memory >> 20,
-                    d.max_allocation >> 20,
-                    d.driver
-                );
+    let probes: Vec<_> = BackendKind::ALL.into_iter().map(select::probe).collect();
+    for p in &probes {
+        match &p.state {
+            Ok(devices) => {
+                println!("{}: available", p.kind.name());
+                for d in devices {
+                    println!("  {d}");
+                }
             }
+            Err(why) => println!("{}: unavailable — {why}", p.kind.name()),
         }
-        Err(e) => println!("opencl: unavailable — {e}"),
     }
+    let (pick, why) = select::pick_auto(&probes);
+    println!("auto: {} ({why})", pick.name());
     Ok(0)
 }

@@ -2,6 +2,7 @@
 
 mod compile;
 mod devices;
+mod progress;
 mod run;
 mod wasi_suite;
 mod wast;
@@ -10,7 +11,17 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use warpvisor::backend::cpu::CpuBackend;
+use warpvisor::backend::cuda::CudaBackend;
+use warpvisor::backend::opencl::OpenClBackend;
+use warpvisor::backend::select::{self, BackendKind};
+use warpvisor::backend::wasmtime::{WasmtimeBackend, WasmtimeConfig};
+use warpvisor::backend::Backend;
 use warpvisor::codegen::{Dialect, KernelOptions};
+use warpvisor::runner::Executor;
 use warpvisor::vmm::FleetConfig;
 
 /// Run many copies of one WebAssembly program as VMs in one data-parallel kernel.
@@ -38,13 +49,16 @@ enum Command {
 /// Settings shared by the commands that build kernels and fleets.
 #[derive(Args, Clone)]
 pub struct FleetArgs {
-    /// Backend that runs the fleet.
-    #[arg(long, default_value = "cpu", value_parser = ["cpu", "opencl"])]
+    /// Backend: auto (a CUDA GPU, else an OpenCL GPU, else cpu when a C compiler is found,
+    /// else wasmtime; `warpvisor devices` shows the pick), cpu, opencl, cuda or wasmtime.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "cpu", "opencl", "cuda", "wasmtime"])]
     pub backend: String,
-    /// OpenCL device index (see `warpvisor devices`); default: the first GPU, else the first device.
+    /// Device index of the opencl or cuda backend (see `warpvisor devices`); default: the
+    /// first GPU, else the first device.
     #[arg(long)]
     pub device: Option<usize>,
-    /// Device compiler optimisation level 0-3 (opencl: 0 adds -cl-opt-disable).
+    /// Device compiler optimisation level 0-3 (cpu: -O<n>; opencl: 0 adds -cl-opt-disable;
+    /// cuda: 0 compiles with -G, without device optimisation).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub opt_level: u8,
     /// Bytes per memory cell: 0 (contiguous per VM), 4 or 8.
@@ -63,35 +77,52 @@ pub struct FleetArgs {
     #[arg(long, default_value_t = 10_000)]
     pub max_table_elements: u32,
     /// Split the kernel into partitions of at most this many WebAssembly operators (0: one
-    /// kernel). Default: 0 for cpu, 2000 for opencl, whose compile time grows steeply with size.
+    /// kernel). Default: 0 for cpu, 2000 for opencl and cuda, whose compile time grows
+    /// steeply with kernel size.
     #[arg(long)]
     pub partition_ops: Option<u32>,
     /// Stop every VM that runs more than this many function calls and loop iterations, with
-    /// the trap `out_of_fuel` (the others complete). Default: no limit.
+    /// the trap `out_of_fuel` (the others complete). On wasmtime this is wasmtime's fuel, about
+    /// one unit per operator. Default: no limit.
     #[arg(long)]
     pub fuel: Option<u32>,
-    /// Worker threads of the cpu backend (default: one per core).
+    /// Stop VMs still running after this many seconds with the trap `timeout` (the others
+    /// complete). Fleets check between kernel launches and hypercalls (use --fuel for guests
+    /// that loop without system calls); wasmtime interrupts any instance. Default: no limit.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+    /// Worker threads of the cpu and wasmtime backends (default: one per core).
     #[arg(long)]
     pub workers: Option<usize>,
 }
 
 impl FleetArgs {
-    /// Kernel options from the flags.
-    pub fn kernel(&self) -> KernelOptions {
+    /// The backend to use, with the reason when `auto` chose it.
+    pub fn resolve(&self) -> (BackendKind, Option<String>) {
+        match BackendKind::from_name(&self.backend) {
+            Some(k) => (k, None),
+            None => {
+                let (k, why) = select::auto();
+                (k, Some(why))
+            }
+        }
+    }
+
+    /// Kernel options for a kernel backend.
+    pub fn kernel_for(&self, kind: BackendKind) -> KernelOptions {
         KernelOptions {
-            dialect: if self.backend == "opencl" {
-                Dialect::OpenCl
-            } else {
-                Dialect::C
+            dialect: match kind {
+                BackendKind::OpenCl => Dialect::OpenCl,
+                BackendKind::Cuda => Dialect::Cuda,
+                _ => Dialect::C,
             },
             interleave: self.interleave,
             max_table_elements: self.max_table_elements,
             opt_level: self.opt_level,
             meter_fuel: self.fuel.is_some(),
-            partition_ops: self.partition_ops.unwrap_or(if self.backend == "opencl" {
-                2000
-            } else {
-                0
+            partition_ops: self.partition_ops.unwrap_or(match kind {
+                BackendKind::OpenCl | BackendKind::Cuda => 2000,
+                _ => 0,
             }),
         }
     }
@@ -104,18 +135,58 @@ impl FleetArgs {
             stack_words: self.stack_words,
             max_call_depth: self.max_call_depth,
             fuel: self.fuel.unwrap_or(u32::MAX),
+            timeout: self.timeout,
         }
     }
 
-    /// The selected backend.
-    pub fn backend(&self) -> anyhow::Result<std::sync::Arc<dyn warpvisor::backend::Backend>> {
-        Ok(match self.backend.as_str() {
-            "opencl" => {
-                std::sync::Arc::new(warpvisor::backend::opencl::OpenClBackend::new(self.device)?)
-            }
-            _ => std::sync::Arc::new(warpvisor::backend::cpu::CpuBackend::new(self.workers)?),
+    /// A kernel backend of kind `kind` (not wasmtime).
+    fn kernel_backend(&self, kind: BackendKind) -> anyhow::Result<Arc<dyn Backend>> {
+        Ok(match kind {
+            BackendKind::OpenCl => Arc::new(OpenClBackend::new(self.device)?),
+            BackendKind::Cuda => Arc::new(CudaBackend::new(self.device)?),
+            BackendKind::Cpu => Arc::new(CpuBackend::new(self.workers)?),
+            BackendKind::Wasmtime => anyhow::bail!(
+                "this command needs a kernel backend (cpu, opencl or cuda), not wasmtime"
+            ),
         })
     }
+
+    /// The selected kernel backend, for commands that only run kernels (`wast`): `auto`
+    /// never picks wasmtime here.
+    pub fn backend(&self) -> anyhow::Result<Arc<dyn Backend>> {
+        let kind = match self.resolve().0 {
+            BackendKind::Wasmtime if self.backend == "auto" => BackendKind::Cpu,
+            k => k,
+        };
+        self.kernel_backend(kind)
+    }
+
+    /// The selected backend, ready to run programs, with the reason when `auto` chose it.
+    pub fn executor(&self) -> anyhow::Result<(Executor, Option<String>)> {
+        let (kind, why) = self.resolve();
+        let executor = match kind {
+            BackendKind::Wasmtime => Executor::Wasmtime(WasmtimeBackend::new(WasmtimeConfig {
+                workers: self.workers.unwrap_or(0),
+                fuel: self.fuel.map(u64::from),
+                timeout: self.timeout,
+            })?),
+            k => Executor::Fleet {
+                backend: self.kernel_backend(k)?,
+                kernel: self.kernel_for(k),
+            },
+        };
+        Ok((executor, why))
+    }
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if secs.is_nan() || secs <= 0.0 {
+        return Err(format!("the timeout must be positive, not `{s}`"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
 }
 
 fn parse_interleave(s: &str) -> Result<u32, String> {

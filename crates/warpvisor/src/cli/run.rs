@@ -1,14 +1,16 @@
-//! `warpvisor run`: invoke an exported function on a fleet of VMs.
+//! `warpvisor run`: a WASI program's `_start`, or an exported function, once per job on the
+//! selected backend.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Args;
 
+use super::progress::{print_stats, CompileProgress};
 use super::{read_file, FleetArgs};
 use warpvisor::jobs::{parse_arg, parse_job, result_line};
-use warpvisor::vmm::{Fleet, Imports, Outcome, Program};
+use warpvisor::runner::Executor;
+use warpvisor::vmm::Outcome;
 use warpvisor::wasi::program::{self, WasiRunConfig};
 use warpvisor::wasi::WasiJob;
 
@@ -39,6 +41,10 @@ pub struct RunArgs {
     /// Write one JSON result line per job here (default: standard output).
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Print throughput and the time of each phase (translate, device compile, execution,
+    /// transfers, hypercall service) on stderr.
+    #[arg(long)]
+    stats: bool,
     #[command(flatten)]
     fleet: FleetArgs,
     /// Arguments of the function (without --jobs: every VM gets these).
@@ -51,43 +57,29 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         anyhow::bail!("--vms must be at least 1");
     }
     let bytes = read_file(&args.module)?;
-    let backend = args.fleet.backend()?;
-    let program = Arc::new(Program::compile(
-        &bytes,
-        &args.fleet.kernel(),
-        backend.as_ref(),
-    )?);
-    let Some(invoke) = args.invoke.clone() else {
-        return run_wasi(&args, program);
-    };
-    if let Some((name, _)) = program.module.imports.first() {
-        anyhow::bail!(
-            "the module imports `{}`.`{}`, which `run --invoke` does not provide",
-            name.module,
-            name.name
-        );
-    }
-    let func = match program.module.export(&invoke) {
-        Some(warpvisor::frontend::ExportKind::Func(f)) => f,
-        _ => anyhow::bail!("the module has no exported function `{invoke}`"),
-    };
-    let params = program.module.func_type(func).params().to_vec();
-    let jobs: Vec<Vec<warpvisor::vmm::Value>> = match &args.jobs {
-        Some(path) => {
-            let file = std::fs::File::open(path)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-            let mut jobs = Vec::new();
-            for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-                let line = line.map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let job = parse_job(&line, &params)
-                    .map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), i + 1))?;
-                jobs.push(job);
-            }
-            jobs
+    let (executor, why) = args.fleet.executor()?;
+    if args.stats {
+        match why {
+            Some(why) => eprintln!("backend: {} (auto: {why})", executor.name()),
+            None => eprintln!("backend: {}", executor.name()),
         }
+    }
+    let Some(invoke) = args.invoke.clone() else {
+        return run_wasi(&args, &executor, &bytes);
+    };
+    let binary = warpvisor::frontend::to_binary(&bytes)?;
+    let Some(ty) = warpvisor::frontend::export_func_type(&binary, &invoke)? else {
+        anyhow::bail!("the module has no exported function `{invoke}`");
+    };
+    let params = ty.params().to_vec();
+    let jobs: Vec<Vec<warpvisor::vmm::Value>> = match &args.jobs {
+        Some(path) => read_lines(path)?
+            .into_iter()
+            .map(|(n, line)| {
+                parse_job(&line, &params)
+                    .map_err(|e| anyhow::anyhow!("{}:{n}: {e}", path.display()))
+            })
+            .collect::<anyhow::Result<_>>()?,
         None => {
             if args.args.len() != params.len() {
                 anyhow::bail!(
@@ -105,8 +97,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             vec![one; args.vms as usize]
         }
     };
-    let mut fleet = Fleet::new(program, args.fleet.fleet(args.vms), Imports::default())?;
-    let outcomes = fleet.invoke_batched(&invoke, &jobs)?;
+    let progress = CompileProgress::new(executor.name());
+    let (outcomes, stats) = executor.invoke(
+        &binary,
+        &invoke,
+        args.fleet.fleet(args.vms),
+        &jobs,
+        &|done, total| progress.update(done, total),
+    )?;
+    progress.finish();
     let mut out = result_writer(args.output.as_ref())?;
     for (i, o) in outcomes.iter().enumerate() {
         writeln!(out, "{}", result_line(i, o))?;
@@ -123,6 +122,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         outcomes.len() - traps,
         traps
     );
+    if args.stats {
+        print_stats(&stats, outcomes.len(), args.vms);
+    }
     Ok(0)
 }
 
@@ -140,7 +142,7 @@ fn read_lines(path: &PathBuf) -> anyhow::Result<Vec<(usize, String)>> {
 }
 
 /// `run` of a WASI program: `_start` on every VM, one job each.
-fn run_wasi(args: &RunArgs, program: Arc<Program>) -> anyhow::Result<i32> {
+fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result<i32> {
     let mut env = Vec::new();
     for e in &args.env {
         let (k, v) = e
@@ -188,7 +190,11 @@ fn run_wasi(args: &RunArgs, program: Arc<Program>) -> anyhow::Result<i32> {
         preopens,
         allow_unknown_imports: args.allow_unknown_imports,
     };
-    let results = program::run_jobs(program, &config, &jobs)?;
+    let progress = CompileProgress::new(executor.name());
+    let (results, stats) = executor.run_wasi(bytes, &config, &jobs, &|done, total| {
+        progress.update(done, total)
+    })?;
+    progress.finish();
     let trapped = results.iter().filter(|r| r.trap.is_some()).count();
     let nonzero = results.iter().filter(|r| r.exit_code != 0).count();
     if args.jobs.is_none() && args.output.is_none() {
@@ -207,6 +213,9 @@ fn run_wasi(args: &RunArgs, program: Arc<Program>) -> anyhow::Result<i32> {
             nonzero - trapped,
             trapped
         );
+        if args.stats {
+            print_stats(&stats, results.len(), args.vms);
+        }
         return Ok(results.first().map_or(0, |r| r.exit_code as i32));
     }
     let mut out = result_writer(args.output.as_ref())?;
@@ -221,6 +230,9 @@ fn run_wasi(args: &RunArgs, program: Arc<Program>) -> anyhow::Result<i32> {
         nonzero,
         trapped
     );
+    if args.stats {
+        print_stats(&stats, results.len(), args.vms);
+    }
     Ok(0)
 }
 

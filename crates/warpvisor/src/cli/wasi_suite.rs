@@ -18,12 +18,11 @@ pub struct WasiSuiteArgs {
 }
 
 pub fn run(args: WasiSuiteArgs) -> anyhow::Result<i32> {
-    let backend = args.fleet.backend()?;
-    let kernel = args.fleet.kernel();
+    let (executor, _) = args.fleet.executor()?;
     let scratch = std::env::temp_dir().join(format!("warpvisor-wasi-suite-{}", std::process::id()));
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for dir in &args.dirs {
-        for r in run_suite(dir, backend.as_ref(), &kernel, &scratch) {
+        for r in run_suite(dir, &executor, &scratch) {
             match r.outcome {
                 TestOutcome::Passed => {
                     passed += 1;

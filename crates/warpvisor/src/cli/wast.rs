@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use clap::Args;
 
 use super::{read_file, FleetArgs};
+use warpvisor::backend::select::BackendKind;
 use warpvisor::wast::{run_script, ScriptReport, WastConfig};
 
 /// Arguments of `warpvisor wast`.
@@ -29,9 +30,11 @@ pub fn run(args: WastArgs) -> anyhow::Result<i32> {
     // One VM per instance: spec scripts grow memory to ~800 pages.
     fleet_args.max_memory = fleet_args.max_memory.max(1024);
     fleet_args.workers = Some(1);
+    let backend = fleet_args.backend()?;
+    let kind = BackendKind::from_name(backend.name()).unwrap_or(BackendKind::Cpu);
     let config = WastConfig {
-        backend: fleet_args.backend()?,
-        kernel: fleet_args.kernel(),
+        kernel: fleet_args.kernel_for(kind),
+        backend,
         fleet: fleet_args.fleet(1),
     };
     let mut scripts = Vec::new();

@@ -9,6 +9,8 @@ pub enum Dialect {
     /// OpenCL C 1.2, for the `opencl` backend.
     #[serde(rename = "opencl")]
     OpenCl,
+    /// CUDA C++, compiled by NVRTC for the `cuda` backend.
+    Cuda,
 }
 
 const C_HEADER: &str = r#"
@@ -18,6 +20,7 @@ const C_HEADER: &str = r#"
 #define WV_GLOBAL
 #define WV_CONST static const
 #define WV_FN static inline
+#define WV_FUNC static
 static inline uint32_t wv_f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
 static inline float wv_f32_from_bits(uint32_t x) { union { float f; uint32_t u; } c; c.u = x; return c.f; }
 static inline uint64_t wv_f64_bits(double x) { union { double f; uint64_t u; } c; c.f = x; return c.u; }
@@ -69,6 +72,7 @@ typedef long int64_t;
 #define WV_GLOBAL __global
 #define WV_CONST __constant
 #define WV_FN static inline
+#define WV_FUNC static
 #define wv_f32_bits(x) as_uint(x)
 #define wv_f32_from_bits(x) as_float((uint)(x))
 #define wv_f64_bits(x) as_ulong(x)
@@ -117,12 +121,73 @@ __kernel void wv_kernel(__global uint8_t *mem, __global uint32_t *mem_pages, __g
 }
 "#;
 
+const CUDA_HEADER: &str = r#"
+/* ---- dialect: CUDA C++ (cuda backend, compiled by NVRTC with --fmad=false) ---- */
+typedef unsigned char uint8_t;
+typedef signed char int8_t;
+typedef unsigned short uint16_t;
+typedef short int16_t;
+typedef unsigned int uint32_t;
+typedef int int32_t;
+typedef unsigned long long uint64_t;
+typedef long long int64_t;
+#define WV_GLOBAL
+#define WV_CONST static __device__ const
+#define WV_FN static __device__ inline
+#define WV_FUNC static __device__
+#define wv_f32_bits(x) ((uint32_t)__float_as_uint(x))
+#define wv_f32_from_bits(x) __uint_as_float((uint32_t)(x))
+#define wv_f64_bits(x) ((uint64_t)__double_as_longlong(x))
+#define wv_f64_from_bits(x) __longlong_as_double((long long)(x))
+/* __clz gives the bit width for 0; __ffs is 1-based and 0 for 0. */
+#define wv_clz32(x) ((uint32_t)__clz((int)(x)))
+#define wv_ctz32(x) ((x) ? (uint32_t)(__ffs((int)(x)) - 1) : 32u)
+#define wv_popcnt32(x) ((uint32_t)__popc((unsigned)(x)))
+#define wv_clz64(x) ((uint64_t)__clzll((long long)(x)))
+#define wv_ctz64(x) ((x) ? (uint64_t)(__ffsll((long long)(x)) - 1) : 64u)
+#define wv_popcnt64(x) ((uint64_t)__popcll((unsigned long long)(x)))
+/* Raw math; the prelude adds WebAssembly's NaN rules. */
+#define wv_raw_ceilf ceilf
+#define wv_raw_floorf floorf
+#define wv_raw_truncf truncf
+#define wv_raw_nearestf rintf
+#define wv_raw_sqrtf sqrtf
+#define wv_raw_ceil ceil
+#define wv_raw_floor floor
+#define wv_raw_trunc trunc
+#define wv_raw_nearest rint
+#define wv_raw_sqrt sqrt
+#define wv_f32_convert_u64(x) ((float)(uint64_t)(x))
+#define wv_f64_convert_u64(x) ((double)(uint64_t)(x))
+/* NVVM may fold `x * 1.0` and friends, leaving a signalling NaN unquieted. */
+#define WV_QUIET_ARITHMETIC 1
+"#;
+
+const CUDA_ENTRY: &str = r#"
+/* ---- kernel entry: one thread per VM ---- */
+extern "C" __global__ void wv_kernel(uint8_t *mem, uint32_t *mem_pages, uint64_t *globals,
+    uint32_t *tables, uint32_t *table_sizes, uint8_t *dropped, uint8_t *data_blob,
+    uint32_t *elem_blob, uint64_t *stack, uint64_t *ret, wv_vm *vms, uint64_t mem_stride,
+    uint32_t num_vms, uint32_t max_pages, uint32_t stack_words, uint32_t max_depth) {
+  uint32_t vm = blockIdx.x * blockDim.x + threadIdx.x;
+  if (vm >= num_vms || vms[vm].status != WV_RUNNING) return;
+  wv_fleet fl;
+  fl.mem = mem; fl.mem_pages = mem_pages; fl.globals = globals; fl.tables = tables;
+  fl.table_sizes = table_sizes; fl.dropped = dropped; fl.data_blob = data_blob;
+  fl.elem_blob = elem_blob; fl.stack = stack; fl.ret = ret; fl.vms = vms;
+  fl.mem_stride = mem_stride; fl.num_vms = num_vms; fl.max_pages = max_pages;
+  fl.stack_words = stack_words; fl.max_depth = max_depth;
+  wv_trampoline(&fl, vm);
+}
+"#;
+
 impl Dialect {
     /// Definitions that precede the module constants and the prelude.
     pub fn header(self) -> &'static str {
         match self {
             Dialect::C => C_HEADER,
             Dialect::OpenCl => OPENCL_HEADER,
+            Dialect::Cuda => CUDA_HEADER,
         }
     }
 
@@ -131,6 +196,7 @@ impl Dialect {
         match self {
             Dialect::C => C_ENTRY,
             Dialect::OpenCl => OPENCL_ENTRY,
+            Dialect::Cuda => CUDA_ENTRY,
         }
     }
 
@@ -139,6 +205,7 @@ impl Dialect {
         match self {
             Dialect::C => "c",
             Dialect::OpenCl => "opencl",
+            Dialect::Cuda => "cuda",
         }
     }
 }

@@ -764,7 +764,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             );
             let _ = writeln!(
                 out,
-                "static void wv_k{}(wv_fleet *f, uint32_t vm) {{",
+                "WV_FUNC void wv_k{}(wv_fleet *f, uint32_t vm) {{",
                 self.func
             );
         } else {
@@ -867,7 +867,7 @@ impl FunctionEmitter<'_, '_> {
     }
 }
 
-/// `static RET wv_fN(wv_fleet *f, uint32_t vm, T0 l0, ...)` for fastcall `func`.
+/// `WV_FUNC RET wv_fN(wv_fleet *f, uint32_t vm, T0 l0, ...)` for fastcall `func`.
 pub(super) fn fastcall_signature(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
     let ty = ctx.module.func_type(func);
     let ret = match ty.results().len() {
@@ -875,7 +875,7 @@ pub(super) fn fastcall_signature(ctx: &ModuleContext<'_, '_>, func: u32) -> Stri
         1 => c_type(ty.results()[0]).to_string(),
         _ => tuple_name(ty.results()),
     };
-    let mut s = format!("static {ret} wv_f{func}(wv_fleet *f, uint32_t vm");
+    let mut s = format!("WV_FUNC {ret} wv_f{func}(wv_fleet *f, uint32_t vm");
     for (i, p) in ty.params().iter().enumerate() {
         let _ = write!(s, ", {} l{i}", c_type(*p));
     }

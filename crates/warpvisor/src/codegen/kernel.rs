@@ -226,7 +226,7 @@ fn emit_partition(
     out.push_str("\n/* ---- functions ---- */\n");
     for &f in &bodies {
         if graph.yields[f as usize] {
-            let _ = writeln!(out, "static void wv_k{f}(wv_fleet *f, uint32_t vm);");
+            let _ = writeln!(out, "WV_FUNC void wv_k{f}(wv_fleet *f, uint32_t vm);");
         } else {
             let _ = writeln!(out, "{};", fastcall_signature(ctx, f));
         }
@@ -244,7 +244,7 @@ fn emit_partition(
     }
 
     out.push_str("\n/* ---- trampoline: runs a VM until it finishes, traps, makes a hypercall, or needs another partition ---- */\n");
-    out.push_str("static void wv_trampoline(wv_fleet *f, uint32_t vm) {\n");
+    out.push_str("WV_FUNC void wv_trampoline(wv_fleet *f, uint32_t vm) {\n");
     out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
     out.push_str("  while (v->status == WV_RUNNING) {\n");
     out.push_str("    uint32_t fid = (uint32_t)WV_STK(v->fp + 1);\n");
@@ -280,7 +280,7 @@ fn emit_partition(
 
 fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
     let ty = ctx.module.func_type(func);
-    let mut out = format!("static void wv_e{func}(wv_fleet *f, uint32_t vm) {{\n");
+    let mut out = format!("WV_FUNC void wv_e{func}(wv_fleet *f, uint32_t vm) {{\n");
     out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  uint32_t fp = v->fp;\n");
     let args: Vec<String> = ty
         .params()

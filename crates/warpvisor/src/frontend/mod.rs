@@ -54,6 +54,62 @@ pub fn to_binary(bytes: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, FrontendErr
         .map_err(|e| FrontendError::Text(first_line(&e.to_string())))
 }
 
+/// The signature of the exported function `name`, read without validating the module (so
+/// that it also answers for modules only wasmtime runs); `None` when there is no such export.
+pub fn export_func_type(
+    wasm: &[u8],
+    name: &str,
+) -> Result<Option<wasmparser::FuncType>, FrontendError> {
+    use wasmparser::{Parser, Payload, TypeRef};
+    let invalid = |e: wasmparser::BinaryReaderError| FrontendError::Invalid {
+        message: e.message().to_string(),
+        offset: e.offset(),
+    };
+    let mut types = Vec::new();
+    let mut funcs = Vec::new(); // type index of every function, imports first
+    let mut export = None;
+    for payload in Parser::new(0).parse_all(wasm) {
+        match payload.map_err(invalid)? {
+            Payload::TypeSection(r) => {
+                for group in r {
+                    for sub in group.map_err(invalid)?.into_types() {
+                        types.push(match &sub.composite_type.inner {
+                            wasmparser::CompositeInnerType::Func(f) => Some(f.clone()),
+                            _ => None,
+                        });
+                    }
+                }
+            }
+            Payload::ImportSection(r) => {
+                for i in r.into_imports() {
+                    if let TypeRef::Func(t) | TypeRef::FuncExact(t) = i.map_err(invalid)?.ty {
+                        funcs.push(t);
+                    }
+                }
+            }
+            Payload::FunctionSection(r) => {
+                for t in r {
+                    funcs.push(t.map_err(invalid)?);
+                }
+            }
+            Payload::ExportSection(r) => {
+                for e in r {
+                    let e = e.map_err(invalid)?;
+                    if e.name == name && e.kind == wasmparser::ExternalKind::Func {
+                        export = Some(e.index);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(export
+        .and_then(|f| funcs.get(f as usize))
+        .and_then(|t| types.get(*t as usize))
+        .cloned()
+        .flatten())
+}
+
 fn first_line(s: &str) -> String {
     s.lines().next().unwrap_or("").to_string()
 }

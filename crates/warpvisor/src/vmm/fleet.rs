@@ -1,6 +1,7 @@
 //! A fleet of VMs running one [`Program`]: instantiation, invocation, hypercall service.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use wasmparser::ValType;
 
@@ -24,6 +25,10 @@ pub struct FleetConfig {
     /// Fuel of every VM per invocation, when the kernel meters fuel
     /// (`KernelOptions::meter_fuel`): function entries and loop iterations it may run.
     pub fuel: u32,
+    /// Wall-clock limit of one invocation, checked between kernel launches: VMs still
+    /// waiting for a launch or a hypercall then stop with `timeout`. A VM looping inside one
+    /// launch without system calls is stopped by `fuel`, not by this.
+    pub timeout: Option<Duration>,
 }
 
 impl Default for FleetConfig {
@@ -34,6 +39,7 @@ impl Default for FleetConfig {
             stack_words: 1 << 16,
             max_call_depth: 10_000,
             fuel: u32::MAX,
+            timeout: None,
         }
     }
 }
@@ -111,6 +117,25 @@ pub struct Fleet {
     host_stops: Vec<Option<HostStop>>,
     /// Fuel each VM starts an invocation with.
     fuel: u32,
+    /// Wall-clock limit of one invocation.
+    timeout: Option<Duration>,
+    /// Where the time went so far.
+    stats: FleetStats,
+}
+
+/// Where a fleet's time went, summed over its invocations.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FleetStats {
+    /// Kernel launches.
+    pub launches: u64,
+    /// Time the kernels ran.
+    pub execute: Duration,
+    /// Time spent moving fleet state between host and device.
+    pub transfer: Duration,
+    /// Hypercalls serviced.
+    pub hypercalls: u64,
+    /// Time spent servicing them on the host.
+    pub hypercall_service: Duration,
 }
 
 fn eval(expr: &ConstExpr, globals: &[Value], ty: ValType) -> Value {
@@ -227,6 +252,8 @@ impl Fleet {
         let mut fleet = Fleet {
             host_stops: vec![None; config.num_vms as usize],
             fuel: config.fuel,
+            timeout: config.timeout,
+            stats: FleetStats::default(),
             program,
             buffers,
             imports,
@@ -450,13 +477,27 @@ impl Fleet {
                 }
             }
         }
+        let deadline = self.timeout.map(|t| Instant::now() + t);
         loop {
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                self.stop_unfinished(HostStop::Trap(TrapKind::Timeout));
+                break;
+            }
             match self.next_partition() {
-                Some(p) => self.program.kernels[p].launch(&mut self.buffers)?,
+                Some(p) => {
+                    let times = self.program.kernels[p].launch(&mut self.buffers)?;
+                    self.stats.launches += 1;
+                    self.stats.execute += times.execute;
+                    self.stats.transfer += times.transfer;
+                }
                 None => {
-                    if !self.service_hypercalls() {
+                    let start = Instant::now();
+                    let serviced = self.service_hypercalls();
+                    self.stats.hypercall_service += start.elapsed();
+                    if serviced == 0 {
                         break;
                     }
+                    self.stats.hypercalls += serviced;
                 }
             }
         }
@@ -526,18 +567,36 @@ impl Fleet {
         Some(best)
     }
 
-    /// Services every VM stopped at a hypercall; returns whether any was.
-    fn service_hypercalls(&mut self) -> bool {
+    /// Stops every VM that has not finished with `stop`.
+    fn stop_unfinished(&mut self, stop: HostStop) {
+        for (vm, ctl) in self.buffers.vms.iter_mut().enumerate() {
+            if matches!(
+                ctl.status,
+                status::RUNNING | status::ELSEWHERE | status::HYPERCALL
+            ) {
+                ctl.status = status::TRAPPED;
+                self.host_stops[vm] = Some(stop);
+            }
+        }
+    }
+
+    /// Where the fleet's time went so far.
+    pub fn stats(&self) -> FleetStats {
+        self.stats
+    }
+
+    /// Services every VM stopped at a hypercall; returns how many were.
+    fn service_hypercalls(&mut self) -> u64 {
         let layout = self.buffers.layout;
         let program = self.program.clone();
         let rw = program.layout.ret_words as usize;
-        let mut any = false;
+        let mut serviced = 0;
         for vm in 0..layout.num_vms {
             let ctl = self.buffers.vms[vm as usize];
             if ctl.status != status::HYPERCALL {
                 continue;
             }
-            any = true;
+            serviced += 1;
             let import = ctl.hypercall;
             let ty = program.module.func_type(import).clone();
             let args: Vec<Value> = ty
@@ -581,6 +640,6 @@ impl Fleet {
                 }
             }
         }
-        any
+        serviced
     }
 }

@@ -6,10 +6,12 @@ mod buffers;
 mod fleet;
 mod values;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub use buffers::{FleetBuffers, ZeroedBytes};
-pub use fleet::{Fleet, FleetConfig, HostFunctions, HostStop, Imports, NoHost};
+pub use fleet::{Fleet, FleetConfig, FleetStats, HostFunctions, HostStop, Imports, NoHost};
 pub use values::{Outcome, TrapKind, Value};
 
 use crate::backend::{Backend, BackendError, Kernel};
@@ -76,7 +78,21 @@ pub struct Program {
     pub layout: KernelLayout,
     /// Settings the kernel was built with.
     pub options: KernelOptions,
+    /// How long translation and the device compiler took.
+    pub compile_times: CompileTimes,
 }
+
+/// How long it took to make a [`Program`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CompileTimes {
+    /// Validation and translation to kernel source.
+    pub translate: Duration,
+    /// The device compiler (or the kernel cache).
+    pub device_compile: Duration,
+}
+
+/// Told about each kernel partition as it finishes building: `(built, total)`.
+pub type BuildProgress<'a> = &'a (dyn Fn(usize, usize) + Sync);
 
 impl Program {
     /// Validates, translates and loads `wasm` (binary or text) on `backend`.
@@ -85,10 +101,30 @@ impl Program {
         options: &KernelOptions,
         backend: &dyn Backend,
     ) -> Result<Program, VmmError> {
+        Self::compile_with_progress(wasm, options, backend, &|_, _| {})
+    }
+
+    /// [`Program::compile`], telling `progress` as each kernel partition is built.
+    pub fn compile_with_progress(
+        wasm: &[u8],
+        options: &KernelOptions,
+        backend: &dyn Backend,
+        progress: BuildProgress<'_>,
+    ) -> Result<Program, VmmError> {
+        let start = Instant::now();
         let binary = frontend::to_binary(wasm)?;
         let module = frontend::load(&binary)?;
         let source = codegen::emit(&module, options)?;
-        Self::from_source(module.into_shape(), &source, options, backend)
+        let translate = start.elapsed();
+        let mut program = Self::from_source_with_progress(
+            module.into_shape(),
+            &source,
+            options,
+            backend,
+            progress,
+        )?;
+        program.compile_times.translate = translate;
+        Ok(program)
     }
 
     /// Loads already generated kernel source.
@@ -98,12 +134,33 @@ impl Program {
         options: &KernelOptions,
         backend: &dyn Backend,
     ) -> Result<Program, VmmError> {
+        Self::from_source_with_progress(module, source, options, backend, &|_, _| {})
+    }
+
+    fn from_source_with_progress(
+        module: Module<'static>,
+        source: &KernelSource,
+        options: &KernelOptions,
+        backend: &dyn Backend,
+        progress: BuildProgress<'_>,
+    ) -> Result<Program, VmmError> {
+        let start = Instant::now();
+        let total = source.partitions.len();
+        let built = AtomicUsize::new(0);
+        progress(0, total);
         // Partitions build in parallel: device compilers are slow.
         let kernels = std::thread::scope(|s| {
             let handles: Vec<_> = source
                 .partitions
                 .iter()
-                .map(|code| s.spawn(move || backend.load(code, options)))
+                .map(|code| {
+                    let built = &built;
+                    s.spawn(move || {
+                        let k = backend.load(code, options);
+                        progress(built.fetch_add(1, Ordering::Relaxed) + 1, total);
+                        k
+                    })
+                })
                 .collect();
             handles
                 .into_iter()
@@ -120,6 +177,10 @@ impl Program {
             partition_of: source.partition_of.clone(),
             layout: source.layout.clone(),
             options: options.clone(),
+            compile_times: CompileTimes {
+                translate: Duration::ZERO,
+                device_compile: start.elapsed(),
+            },
         })
     }
 }

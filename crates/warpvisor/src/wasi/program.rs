@@ -8,7 +8,7 @@ use base64::Engine as _;
 
 use super::{link, WasiJob, WasiState};
 use crate::jobs::JobError;
-use crate::vmm::{Fleet, FleetConfig, Outcome, Program, TrapKind, VmmError};
+use crate::vmm::{Fleet, FleetConfig, FleetStats, Outcome, Program, TrapKind, VmmError};
 
 /// Exit code reported for a trapped VM (wasmtime's on Unix: 128 + SIGABRT).
 pub const TRAP_EXIT_CODE: u32 = 134;
@@ -45,6 +45,15 @@ pub fn run_jobs(
     config: &WasiRunConfig,
     jobs: &[WasiJob],
 ) -> Result<Vec<JobResult>, VmmError> {
+    run_jobs_with_stats(program, config, jobs).map(|(results, _)| results)
+}
+
+/// [`run_jobs`], also telling where the fleet's time went.
+pub fn run_jobs_with_stats(
+    program: Arc<Program>,
+    config: &WasiRunConfig,
+    jobs: &[WasiJob],
+) -> Result<(Vec<JobResult>, FleetStats), VmmError> {
     let n = config.fleet.num_vms;
     let state = Arc::new(Mutex::new(WasiState::new(
         &config.program_name,
@@ -85,7 +94,7 @@ pub fn run_jobs(
             });
         }
     }
-    Ok(results)
+    Ok((results, fleet.stats()))
 }
 
 /// Reads a job line `{"args": [...], "env": {...}, "stdin": "..." | "stdin_base64": "..."}`.

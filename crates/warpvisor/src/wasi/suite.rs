@@ -3,13 +3,11 @@
 //! run through warpvisor on one VM.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use super::program::{run_jobs, WasiRunConfig};
+use super::program::WasiRunConfig;
 use super::WasiJob;
-use crate::backend::Backend;
-use crate::codegen::KernelOptions;
-use crate::vmm::{FleetConfig, Program};
+use crate::runner::Executor;
+use crate::vmm::FleetConfig;
 
 /// How one test ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,12 +72,7 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
 }
 
 /// Runs the test `wasm` against its specification.
-pub fn run_test(
-    wasm: &Path,
-    backend: &dyn Backend,
-    kernel: &KernelOptions,
-    scratch: &Path,
-) -> TestOutcome {
+pub fn run_test(wasm: &Path, executor: &Executor, scratch: &Path) -> TestOutcome {
     let spec_path = wasm.with_extension("json");
     let spec: serde_json::Value = match std::fs::read_to_string(&spec_path) {
         Ok(t) => match serde_json::from_str(&t) {
@@ -125,10 +118,6 @@ pub fn run_test(
         Ok(b) => b,
         Err(e) => return TestOutcome::Failed(e.to_string()),
     };
-    let program = match Program::compile(&bytes, kernel, backend) {
-        Ok(p) => Arc::new(p),
-        Err(e) => return TestOutcome::Failed(format!("compile: {e}")),
-    };
     let config = WasiRunConfig {
         fleet: FleetConfig {
             num_vms: 1,
@@ -141,8 +130,8 @@ pub fn run_test(
         preopens,
         allow_unknown_imports: false,
     };
-    let result = match run_jobs(program, &config, &[job]) {
-        Ok(mut r) if !r.is_empty() => r.remove(0),
+    let result = match executor.run_wasi(&bytes, &config, &[job], &|_, _| {}) {
+        Ok((mut r, _)) if !r.is_empty() => r.remove(0),
         Ok(_) => return TestOutcome::Failed("no result".into()),
         Err(e) => return TestOutcome::Failed(format!("run: {e}")),
     };
@@ -169,12 +158,7 @@ pub fn run_test(
 }
 
 /// Runs every test below `dir`; `scratch` is a folder the runner may fill and remove.
-pub fn run_suite(
-    dir: &Path,
-    backend: &dyn Backend,
-    kernel: &KernelOptions,
-    scratch: &Path,
-) -> Vec<TestReport> {
+pub fn run_suite(dir: &Path, executor: &Executor, scratch: &Path) -> Vec<TestReport> {
     find_tests(dir)
         .iter()
         .map(|t| {
@@ -185,7 +169,7 @@ pub fn run_suite(
                 .into_owned();
             TestReport {
                 name,
-                outcome: run_test(t, backend, kernel, scratch),
+                outcome: run_test(t, executor, scratch),
             }
         })
         .collect()

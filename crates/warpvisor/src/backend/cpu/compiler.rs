@@ -55,6 +55,16 @@ impl CCompiler {
         Ok(CCompiler { path, identity })
     }
 
+    /// The compiler's command.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The first line of its `--version`.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
     fn flags(options: &KernelOptions) -> Vec<String> {
         let mut f: Vec<String> = FLAGS.iter().map(|s| s.to_string()).collect();
         f.push(format!("-O{}", options.opt_level.min(3)));

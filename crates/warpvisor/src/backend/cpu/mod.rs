@@ -5,11 +5,12 @@ mod compiler;
 mod pool;
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 pub use compiler::CCompiler;
 use pool::WorkerPool;
 
-use super::{Backend, BackendError, Kernel};
+use super::{Backend, BackendError, Kernel, LaunchTimes};
 use crate::codegen::KernelOptions;
 use crate::vmm::abi::FleetAbi;
 use crate::vmm::FleetBuffers;
@@ -65,14 +66,18 @@ struct CpuKernel {
 }
 
 impl Kernel for CpuKernel {
-    fn launch(&self, fleet: &mut FleetBuffers) -> Result<(), BackendError> {
+    fn launch(&self, fleet: &mut FleetBuffers) -> Result<LaunchTimes, BackendError> {
+        let start = Instant::now();
         let abi = fleet.abi();
         let n = abi.num_vms;
         let launch = self.launch;
         if n <= 1 || self.pool.workers() == 1 {
             // SAFETY: `abi` points into `fleet`, which outlives the call.
             unsafe { launch(&abi, 0, n, 1) };
-            return Ok(());
+            return Ok(LaunchTimes {
+                execute: start.elapsed(),
+                transfer: Duration::ZERO,
+            });
         }
         // Interleaved assignment: worker w runs VMs w, w + W, w + 2W, ...
         let workers = self.pool.workers().min(n as usize) as u32;
@@ -80,6 +85,10 @@ impl Kernel for CpuKernel {
             // SAFETY: each worker touches only its own VMs; `abi` outlives `run`.
             unsafe { launch(&abi, w as u32, n, workers) };
         });
-        Ok(())
+        // The kernel works on the host's buffers: nothing is transferred.
+        Ok(LaunchTimes {
+            execute: start.elapsed(),
+            transfer: Duration::ZERO,
+        })
     }
 }

@@ -6,6 +6,7 @@
 mod program;
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
@@ -16,7 +17,7 @@ use opencl3::memory::{
 };
 use opencl3::types::{cl_mem, CL_BLOCKING};
 
-use super::{Backend, BackendError, Kernel};
+use super::{Backend, BackendError, Kernel, LaunchTimes};
 use crate::codegen::KernelOptions;
 use crate::vmm::FleetBuffers;
 
@@ -226,7 +227,8 @@ fn sync<T>(queue: &CommandQueue, buffer: &Buffer<T>, len: usize) -> Result<(), B
 }
 
 impl Kernel for OpenClKernel {
-    fn launch(&self, fleet: &mut FleetBuffers) -> Result<(), BackendError> {
+    fn launch(&self, fleet: &mut FleetBuffers) -> Result<LaunchTimes, BackendError> {
+        let start = Instant::now();
         let queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
         let abi = fleet.abi();
         let ctx = &self.shared.context;
@@ -249,6 +251,8 @@ impl Kernel for OpenClKernel {
         let stack = wrap(ctx, &mut fleet.stack)?;
         let ret = wrap(ctx, &mut fleet.ret)?;
         let vms = wrap(ctx, &mut fleet.vms)?;
+        let wrapped = start.elapsed();
+        let run = Instant::now();
         // SAFETY: the arguments match `wv_kernel`'s parameters in order and type.
         unsafe {
             ExecuteKernel::new(&self.kernel)
@@ -275,6 +279,8 @@ impl Kernel for OpenClKernel {
         queue
             .finish()
             .map_err(|e| BackendError::Launch(format!("running the kernel: {e}")))?;
+        let execute = run.elapsed();
+        let back = Instant::now();
         sync(&queue, &mem, mem_len)?;
         sync(&queue, &mem_pages, fleet.mem_pages.len())?;
         sync(&queue, &globals, fleet.globals.len())?;
@@ -284,7 +290,10 @@ impl Kernel for OpenClKernel {
         sync(&queue, &stack, fleet.stack.len())?;
         sync(&queue, &ret, fleet.ret.len())?;
         sync(&queue, &vms, fleet.vms.len())?;
-        Ok(())
+        Ok(LaunchTimes {
+            execute,
+            transfer: wrapped + back.elapsed(),
+        })
     }
 
     fn check_capacity(

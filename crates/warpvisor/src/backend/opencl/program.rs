@@ -18,27 +18,6 @@ pub fn build_options(options: &KernelOptions) -> String {
     o
 }
 
-/// The source lines an OpenCL build log points at (`<source>:LINE:COL: error: ...`).
-fn offending_lines(log: &str, source: &str) -> String {
-    let lines: Vec<&str> = source.lines().collect();
-    let mut out = String::new();
-    let mut shown = 0;
-    for l in log.lines().filter(|l| l.contains("error")) {
-        let mut parts = l.split(':');
-        let _file = parts.next();
-        if let Some(n) = parts.next().and_then(|n| n.trim().parse::<usize>().ok()) {
-            if let Some(text) = n.checked_sub(1).and_then(|i| lines.get(i)) {
-                out.push_str(&format!("  kernel line {n}: {}\n", text.trim()));
-                shown += 1;
-            }
-        }
-        if shown == 5 {
-            break;
-        }
-    }
-    out
-}
-
 /// One build at a time: PoCL's compiler cache races between concurrent builds in a process
 /// (temporary files vanish under a parallel build), and builds did not overlap anyway.
 static BUILD_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -80,7 +59,7 @@ pub fn build(
         }
     }
     let program = attempt.map_err(|log| {
-        let lines = offending_lines(&log, code);
+        let lines = crate::backend::offending_lines(&log, code);
         BackendError::Compile {
             compiler: format!("OpenCL on {} ({})", device.name, device.platform),
             log: format!("{}\n{lines}", log.chars().take(4000).collect::<String>()),

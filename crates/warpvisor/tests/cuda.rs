@@ -1,0 +1,154 @@
+//! The CUDA dialect, checked without a GPU: NVRTC compiles the emitted CUDA C++ of spec-test
+//! modules and of the guest corpus to PTX for `compute_90`.
+//!
+//! NVRTC comes from PyPI in CI (`nvidia-cuda-nvrtc-cu12`, see `.ci/run`), which sets
+//! `WARPVISOR_REQUIRE_NVRTC=1`: there a missing NVRTC fails these tests. Elsewhere they say
+//! that they did not run.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use warpvisor::backend::cuda::{compile_ptx, nvrtc_status, DEFAULT_ARCH};
+use warpvisor::codegen::{self, Dialect, KernelOptions};
+use warpvisor::frontend;
+
+/// Whether NVRTC is here; panics when CI requires it and it is not.
+fn nvrtc_here() -> bool {
+    match nvrtc_status() {
+        Ok(_) => true,
+        Err(e) if std::env::var_os("WARPVISOR_REQUIRE_NVRTC").is_some() => {
+            panic!("WARPVISOR_REQUIRE_NVRTC is set but {e}")
+        }
+        Err(e) => {
+            eprintln!("NOT RUN: {e}");
+            false
+        }
+    }
+}
+
+/// Emits the CUDA kernel of `wasm` and compiles every partition with NVRTC; the error names
+/// `what`.
+fn compile(wasm: &[u8], options: &KernelOptions, what: &str) -> usize {
+    let module = frontend::load(wasm).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let source = codegen::emit(&module, options).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunk = source.partitions.len().div_ceil(cores).max(1);
+    std::thread::scope(|s| {
+        for (c, codes) in source.partitions.chunks(chunk).enumerate() {
+            s.spawn(move || {
+                for (k, code) in codes.iter().enumerate() {
+                    let i = c * chunk + k;
+                    let ptx = compile_ptx(code, options, DEFAULT_ARCH)
+                        .unwrap_or_else(|e| panic!("{what} partition {i}: {e}"));
+                    assert!(
+                        ptx.contains(".entry wv_kernel") && ptx.contains(".target sm_90"),
+                        "{what}: PTX without the kernel entry"
+                    );
+                }
+            });
+        }
+    });
+    source.partitions.len()
+}
+
+fn cuda(opt_level: u8, interleave: u32, partition_ops: u32) -> KernelOptions {
+    KernelOptions {
+        dialect: Dialect::Cuda,
+        opt_level,
+        interleave,
+        partition_ops,
+        ..KernelOptions::default()
+    }
+}
+
+/// Every guest of the corpus, without device optimisation (`-G`: NVRTC's front end and code
+/// generator see every line; optimising takes minutes per Rust guest on 2 cores).
+#[test]
+fn guest_corpus_compiles_to_ptx() {
+    if !nvrtc_here() {
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../guests/wasm");
+    let mut guests: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "wasm"))
+        .collect();
+    guests.sort();
+    assert!(
+        guests.len() >= 13,
+        "guest corpus missing: {}",
+        dir.display()
+    );
+    for g in &guests {
+        let wasm = std::fs::read(g).unwrap();
+        let parts = compile(&wasm, &cuda(0, 4, 2000), &g.display().to_string());
+        eprintln!("{}: {parts} partitions", g.display());
+    }
+}
+
+/// A C guest with the backend's default options (optimised, 2,000-operator partitions).
+/// `WARPVISOR_CUDA_OPTIMISED=rust-hello.wasm` (any guest) checks another; a Rust guest takes
+/// minutes of NVVM optimisation on 2 cores (docs/cuda.md has the run).
+#[test]
+fn guest_compiles_optimised_for_compute_90() {
+    if !nvrtc_here() {
+        return;
+    }
+    let name = std::env::var("WARPVISOR_CUDA_OPTIMISED").unwrap_or_else(|_| "c-hello.wasm".into());
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../guests/wasm")
+        .join(&name);
+    let wasm = std::fs::read(&path).unwrap();
+    compile(&wasm, &cuda(2, 0, 2000), &name);
+}
+
+/// The modules of a spec script that warpvisor accepts.
+fn spec_modules(file: &Path) -> Vec<Vec<u8>> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut lexer = wast::lexer::Lexer::new(&text);
+    lexer.allow_confusing_unicode(true); // names.wast
+    let buf = wast::parser::ParseBuffer::new_with_lexer(lexer).unwrap();
+    let script = wast::parser::parse::<wast::Wast<'_>>(&buf).unwrap();
+    let mut out = Vec::new();
+    for d in script.directives {
+        if let wast::WastDirective::Module(mut m) = d {
+            if let Ok(bytes) = m.encode() {
+                if frontend::load(&bytes).is_ok() {
+                    out.push(bytes);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn spec_modules_compile_to_ptx() {
+    if !nvrtc_here() {
+        return;
+    }
+    let dir = common::testsuite().join("wasm-spec");
+    let mut n = 0;
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.ends_with(".wast") && !name.starts_with("simd_")
+        })
+        .collect();
+    scripts.sort();
+    for script in &scripts {
+        let name = script.file_name().unwrap().to_string_lossy();
+        for (i, wasm) in spec_modules(script).iter().enumerate() {
+            // Interleave and partitioning vary so that each code path of the dialect is seen.
+            let options = cuda(0, [0, 4, 8][i % 3], if i % 2 == 1 { 40 } else { 0 });
+            compile(wasm, &options, &format!("{name} module {i}"));
+            n += 1;
+        }
+    }
+    eprintln!("{n} spec modules compiled");
+    assert!(n >= 1000, "only {n} modules");
+}
