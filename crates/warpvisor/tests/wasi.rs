@@ -299,3 +299,47 @@ fn wasi_test_suite_on_wasmtime() {
         reports.len()
     );
 }
+
+/// The WASI suite on PoCL. CI runs the C and AssemblyScript tests (small programs);
+/// `WARPVISOR_OPENCL_SUITE=all` runs all 72 (25 minutes cold on 2 cores; docs/wasi.md).
+#[test]
+fn wasi_test_suite_on_opencl() {
+    let all = std::env::var("WARPVISOR_OPENCL_SUITE").is_ok_and(|v| v == "all");
+    let root = common::testsuite().join("wasi/tests");
+    let dirs: Vec<PathBuf> = if all {
+        vec![root]
+    } else {
+        vec![root.join("c"), root.join("assemblyscript")]
+    };
+    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasi-suite-scratch-opencl");
+    let executor = Executor::Fleet {
+        backend: common::opencl(),
+        kernel: KernelOptions {
+            dialect: common::dialect("opencl"),
+            opt_level: 0,
+            interleave: 4,
+            partition_ops: 2000,
+            ..KernelOptions::default()
+        },
+    };
+    let reports: Vec<_> = dirs
+        .iter()
+        .flat_map(|d| run_suite(d, &executor, &scratch))
+        .collect();
+    let passed = reports
+        .iter()
+        .filter(|r| r.outcome == TestOutcome::Passed)
+        .count();
+    for r in &reports {
+        if r.outcome != TestOutcome::Passed {
+            eprintln!("{}: {:?}", r.name, r.outcome);
+        }
+    }
+    eprintln!("WASI suite on opencl: {passed} of {} passed", reports.len());
+    assert_eq!(reports.len(), if all { 72 } else { 26 });
+    assert!(
+        passed * 100 >= reports.len() * 90,
+        "{passed} of {} passed",
+        reports.len()
+    );
+}
