@@ -255,22 +255,7 @@ fn wasi_test_suite_on_cpu() {
         },
     };
     let reports = run_suite(&dir, &executor, &scratch);
-    let passed = reports
-        .iter()
-        .filter(|r| r.outcome == TestOutcome::Passed)
-        .count();
-    for r in &reports {
-        if r.outcome != TestOutcome::Passed {
-            eprintln!("{}: {:?}", r.name, r.outcome);
-        }
-    }
-    eprintln!("WASI suite on cpu: {passed} of {} passed", reports.len());
-    assert_eq!(reports.len(), 72, "expected the 72 wasm32-wasip1 tests");
-    assert!(
-        passed * 100 >= reports.len() * 95,
-        "{passed} of {} passed",
-        reports.len()
-    );
+    check_suite("cpu", &reports, 72, 95);
 }
 
 #[test]
@@ -279,25 +264,7 @@ fn wasi_test_suite_on_wasmtime() {
     let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasi-suite-scratch-wasmtime");
     let executor = Executor::Wasmtime(WasmtimeBackend::new(WasmtimeConfig::default()).unwrap());
     let reports = run_suite(&dir, &executor, &scratch);
-    let passed = reports
-        .iter()
-        .filter(|r| r.outcome == TestOutcome::Passed)
-        .count();
-    for r in &reports {
-        if r.outcome != TestOutcome::Passed {
-            eprintln!("{}: {:?}", r.name, r.outcome);
-        }
-    }
-    eprintln!(
-        "WASI suite on wasmtime: {passed} of {} passed",
-        reports.len()
-    );
-    assert_eq!(reports.len(), 72, "expected the 72 wasm32-wasip1 tests");
-    assert!(
-        passed * 100 >= reports.len() * 95,
-        "{passed} of {} passed",
-        reports.len()
-    );
+    check_suite("wasmtime", &reports, 72, 95);
 }
 
 /// The WASI suite on PoCL. CI runs the C and AssemblyScript tests (small programs);
@@ -326,19 +293,32 @@ fn wasi_test_suite_on_opencl() {
         .iter()
         .flat_map(|d| run_suite(d, &executor, &scratch))
         .collect();
+    check_suite("opencl", &reports, if all { 72 } else { 26 }, 90);
+}
+
+/// Prints every test that did not pass, then asserts the suite's size and pass rate.
+fn check_suite(
+    backend: &str,
+    reports: &[warpvisor::wasi::suite::TestReport],
+    expected: usize,
+    min_percent: usize,
+) {
     let passed = reports
         .iter()
         .filter(|r| r.outcome == TestOutcome::Passed)
         .count();
-    for r in &reports {
+    for r in reports {
         if r.outcome != TestOutcome::Passed {
             eprintln!("{}: {:?}", r.name, r.outcome);
         }
     }
-    eprintln!("WASI suite on opencl: {passed} of {} passed", reports.len());
-    assert_eq!(reports.len(), if all { 72 } else { 26 });
+    eprintln!(
+        "WASI suite on {backend}: {passed} of {} passed",
+        reports.len()
+    );
+    assert_eq!(reports.len(), expected, "tests found");
     assert!(
-        passed * 100 >= reports.len() * 90,
+        passed * 100 >= reports.len() * min_percent,
         "{passed} of {} passed",
         reports.len()
     );
