@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Rebuilds the guest corpus from source and copies the modules into guests/wasm/ as
-# rust-<name>.wasm and c-<name>.wasm. Usage: guests/build.sh [rust|c|all] (default all).
+# rust-<name>.wasm, c-<name>.wasm and bench-<name>.wasm (the benchmark suite's programs,
+# crates/warpvisor-workloads). Usage: guests/build.sh [rust|c|bench|all] (default all).
 # Needs: rustup (adds the wasm32-wasip1 target itself) and, for C, clang-14 + lld-14 + wasi-libc:
 #   apt-get install -y clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32
 set -euo pipefail
@@ -10,7 +11,7 @@ out="$here/wasm"
 what="${1:-all}"
 mkdir -p "$out"
 
-build_rust() {
+need_wasm_target() {
     if ! command -v cargo >/dev/null; then
         echo "build.sh: cargo not found; install Rust with rustup" >&2
         exit 1
@@ -21,6 +22,10 @@ build_rust() {
             rustup target add wasm32-wasip1
         fi
     fi
+}
+
+build_rust() {
+    need_wasm_target
     # CARGO_BUILD_JOBS defaults to 1 here to stay light on shared machines; override if you like.
     (cd "$here/rust" && cargo build --release --locked --target wasm32-wasip1 \
         -j "${CARGO_BUILD_JOBS:-1}" --bins)
@@ -29,6 +34,20 @@ build_rust() {
         bin="$(basename "$src" .rs)"
         install -m 0644 "$here/rust/target/wasm32-wasip1/release/$bin.wasm" "$out/rust-$bin.wasm"
         echo "  wasm/rust-$bin.wasm"
+    done
+}
+
+# The benchmark programs are members of the root workspace (the runner links the same code
+# natively); the `guest` profile of the root Cargo.toml builds them with LTO.
+build_bench() {
+    need_wasm_target
+    local root="$here/.." bin
+    (cd "$root" && cargo build --locked --profile guest --target wasm32-wasip1 \
+        -j "${CARGO_BUILD_JOBS:-1}" -p warpvisor-workloads --bins)
+    for src in "$root"/crates/warpvisor-workloads/src/bin/*.rs; do
+        bin="$(basename "$src" .rs)"
+        install -m 0644 "$root/target/wasm32-wasip1/guest/$bin.wasm" "$out/bench-$bin.wasm"
+        echo "  wasm/bench-$bin.wasm"
     done
 }
 
@@ -62,6 +81,7 @@ build_c() {
 case "$what" in
     rust) build_rust ;;
     c) build_c ;;
-    all) build_rust; build_c ;;
-    *) echo "usage: $0 [rust|c|all]" >&2; exit 2 ;;
+    bench) build_bench ;;
+    all) build_rust; build_c; build_bench ;;
+    *) echo "usage: $0 [rust|c|bench|all]" >&2; exit 2 ;;
 esac

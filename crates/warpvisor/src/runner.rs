@@ -41,6 +41,14 @@ pub struct RunStats {
     pub launches: u64,
     /// Hypercalls serviced.
     pub hypercalls: u64,
+    /// VM (re)instantiation between batches.
+    pub instantiate: Duration,
+    /// Calls through the trampoline (continuation calls and hypercalls).
+    pub slow_calls: u64,
+    /// `call_indirect`s that reached a function.
+    pub indirect_calls: u64,
+    /// Live values saved in continuation frames.
+    pub saved_words: u64,
     /// The whole run, end to end.
     pub wall: Duration,
 }
@@ -55,6 +63,10 @@ impl RunStats {
             hypercall_service: fleet.hypercall_service,
             launches: fleet.launches,
             hypercalls: fleet.hypercalls,
+            instantiate: fleet.instantiate,
+            slow_calls: fleet.slow_calls,
+            indirect_calls: fleet.indirect_calls,
+            saved_words: fleet.saved_words,
             wall,
         }
     }

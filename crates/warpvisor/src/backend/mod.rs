@@ -70,6 +70,28 @@ pub trait Backend: Send + Sync {
 
     /// Builds (or fetches from the cache) the device program for one kernel source.
     fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError>;
+
+    /// The device's own copy bandwidth in bytes per second: `bytes` copied from one device
+    /// buffer to another by the runtime (cpu: `memcpy` on every worker thread), the best of a
+    /// few copies. Kernels' memory copies are measured against it.
+    fn copy_bandwidth(&self, bytes: usize) -> Result<f64, BackendError>;
+}
+
+/// `bytes / t` for the fastest of `reps` runs of `copy` (after one untimed run that faults
+/// the buffers in).
+pub(crate) fn best_rate(
+    bytes: usize,
+    reps: usize,
+    mut copy: impl FnMut() -> Result<(), BackendError>,
+) -> Result<f64, BackendError> {
+    copy()?;
+    let mut best = Duration::MAX;
+    for _ in 0..reps.max(1) {
+        let start = std::time::Instant::now();
+        copy()?;
+        best = best.min(start.elapsed());
+    }
+    Ok(bytes as f64 / best.as_secs_f64().max(1e-9))
 }
 
 /// A loaded kernel, ready to run fleets.

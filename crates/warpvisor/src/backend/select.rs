@@ -35,6 +35,17 @@ impl BackendKind {
         }
     }
 
+    /// The kernel language of a kernel backend (`None` for wasmtime).
+    pub fn dialect(self) -> Option<crate::codegen::Dialect> {
+        use crate::codegen::Dialect;
+        match self {
+            BackendKind::Cpu => Some(Dialect::C),
+            BackendKind::OpenCl => Some(Dialect::OpenCl),
+            BackendKind::Cuda => Some(Dialect::Cuda),
+            BackendKind::Wasmtime => None,
+        }
+    }
+
     /// The backend of a command-line name.
     pub fn from_name(name: &str) -> Option<BackendKind> {
         BackendKind::ALL.into_iter().find(|k| k.name() == name)

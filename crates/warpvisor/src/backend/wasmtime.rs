@@ -62,6 +62,60 @@ pub struct WasmtimeBackend {
     config: WasmtimeConfig,
 }
 
+/// A WASI program compiled and linked by [`WasmtimeBackend::prepare_wasi`]: each
+/// [`WasiProgram::run`] is one job in a fresh instance.
+pub struct WasiProgram<'b> {
+    backend: &'b WasmtimeBackend,
+    pre: wasmtime::InstancePre<InstanceState>,
+    setup: WasiSetup,
+}
+
+impl WasiProgram<'_> {
+    /// Runs `job`'s `_start` in its own instance with its own args, env and stdin.
+    pub fn run(&self, job: &WasiJob) -> JobResult {
+        let setup = &self.setup;
+        let max_bytes = (setup.max_memory_pages as usize) << 16;
+        let stdout = MemoryOutputPipe::new(PIPE_CAPACITY);
+        let stderr = MemoryOutputPipe::new(PIPE_CAPACITY);
+        let result = (|| {
+            let args: Vec<&str> = std::iter::once(setup.program_name.as_str())
+                .chain(job.args.iter().map(String::as_str))
+                .collect();
+            let mut b = WasiCtxBuilder::new();
+            b.args(&args)
+                .envs(&job.env)
+                .stdin(MemoryInputPipe::new(job.stdin.clone()))
+                .stdout(stdout.clone())
+                .stderr(stderr.clone());
+            for (host, guest) in &setup.preopens {
+                b.preopened_dir(host, guest, FsPerms::ReadWrite)?;
+            }
+            let state = InstanceState {
+                wasi: b.build_p1(),
+                limits: StoreLimitsBuilder::new().memory_size(max_bytes).build(),
+            };
+            let mut store = self.backend.store(state)?;
+            store.limiter(|s| &mut s.limits);
+            let instance = self.pre.instantiate(&mut store)?;
+            let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
+            start.call(&mut store, ())
+        })();
+        let (exit_code, trap) = match result {
+            Ok(()) => (0, None),
+            Err(e) => match e.downcast_ref::<I32Exit>() {
+                Some(I32Exit(code)) => (*code as u32, None),
+                None => (TRAP_EXIT_CODE, Some(trap_kind(&e))),
+            },
+        };
+        JobResult {
+            exit_code,
+            stdout: stdout.contents().to_vec(),
+            stderr: stderr.contents().to_vec(),
+            trap,
+        }
+    }
+}
+
 /// What an instance's store holds.
 struct InstanceState {
     wasi: WasiP1Ctx,
@@ -176,8 +230,21 @@ impl WasmtimeBackend {
         jobs: &[WasiJob],
     ) -> Result<(Vec<JobResult>, Duration), WasmtimeError> {
         let start = Instant::now();
-        let module = self.compile(wasm)?;
+        let program = self.prepare_wasi(wasm, setup)?;
         let compiled = start.elapsed();
+        let results = self.run_pool(jobs.len(), |i| program.run(&jobs[i]));
+        Ok((results, compiled))
+    }
+
+    /// Compiles and links a WASI program once, for [`WasiProgram::run`] to instantiate per job
+    /// (on whatever threads the caller likes). `WasmtimeConfig::timeout` needs the epoch ticker
+    /// of [`WasmtimeBackend::run_wasi`]; jobs run this way are limited by fuel alone.
+    pub fn prepare_wasi(
+        &self,
+        wasm: &[u8],
+        setup: &WasiSetup,
+    ) -> Result<WasiProgram<'_>, WasmtimeError> {
+        let module = self.compile(wasm)?;
         let mut linker: Linker<InstanceState> = Linker::new(&self.engine);
         p1::add_to_linker_sync(&mut linker, |s: &mut InstanceState| &mut s.wasi)
             .map_err(|e| WasmtimeError::Link(format!("{e:#}")))?;
@@ -198,51 +265,12 @@ impl WasmtimeBackend {
                 "the module has no exported function `_start`".into(),
             ));
         }
-        let max_bytes = (setup.max_memory_pages as usize) << 16;
-        let results = self.run_pool(jobs.len(), |i| {
-            let job = &jobs[i];
-            let stdout = MemoryOutputPipe::new(PIPE_CAPACITY);
-            let stderr = MemoryOutputPipe::new(PIPE_CAPACITY);
-            let result = (|| {
-                let args: Vec<&str> = std::iter::once(setup.program_name.as_str())
-                    .chain(job.args.iter().map(String::as_str))
-                    .collect();
-                let mut b = WasiCtxBuilder::new();
-                b.args(&args)
-                    .envs(&job.env)
-                    .stdin(MemoryInputPipe::new(job.stdin.clone()))
-                    .stdout(stdout.clone())
-                    .stderr(stderr.clone());
-                for (host, guest) in &setup.preopens {
-                    b.preopened_dir(host, guest, FsPerms::ReadWrite)?;
-                }
-                let state = InstanceState {
-                    wasi: b.build_p1(),
-                    limits: StoreLimitsBuilder::new().memory_size(max_bytes).build(),
-                };
-                let mut store = self.store(state)?;
-                store.limiter(|s| &mut s.limits);
-                let instance = pre.instantiate(&mut store)?;
-                let start = instance.get_typed_func::<(), ()>(&mut store, "_start")?;
-                start.call(&mut store, ())
-            })();
-            let (exit_code, trap) = match result {
-                Ok(()) => (0, None),
-                Err(e) => match e.downcast_ref::<I32Exit>() {
-                    Some(I32Exit(code)) => (*code as u32, None),
-                    None => (TRAP_EXIT_CODE, Some(trap_kind(&e))),
-                },
-            };
-            JobResult {
-                exit_code,
-                stdout: stdout.contents().to_vec(),
-                stderr: stderr.contents().to_vec(),
-                trap,
-            }
-        });
-        Ok((results, compiled))
+        Ok(WasiProgram {
+            backend: self,
+            pre,
+            setup: setup.clone(),
+        })
     }
-
     /// Calls the export `func` once per job, each in a fresh instance of a module without
     /// imports.
     pub fn invoke(

@@ -77,8 +77,8 @@ pub struct FleetArgs {
     #[arg(long, default_value_t = 10_000)]
     pub max_table_elements: u32,
     /// Split the kernel into partitions of at most this many WebAssembly operators (0: one
-    /// kernel). Default: 0 for cpu, 2000 for opencl and cuda, whose compile time grows
-    /// steeply with kernel size.
+    /// kernel). Default: none for cpu, 10000 for opencl, 2000 for cuda: device compilers slow
+    /// down with kernel size, and every call between partitions costs a launch.
     #[arg(long)]
     pub partition_ops: Option<u32>,
     /// Stop every VM that runs more than this many function calls and loop iterations, with
@@ -110,20 +110,16 @@ impl FleetArgs {
 
     /// Kernel options for a kernel backend.
     pub fn kernel_for(&self, kind: BackendKind) -> KernelOptions {
+        let dialect = kind.dialect().unwrap_or(Dialect::C);
         KernelOptions {
-            dialect: match kind {
-                BackendKind::OpenCl => Dialect::OpenCl,
-                BackendKind::Cuda => Dialect::Cuda,
-                _ => Dialect::C,
-            },
+            dialect,
             interleave: self.interleave,
             max_table_elements: self.max_table_elements,
             opt_level: self.opt_level,
             meter_fuel: self.fuel.is_some(),
-            partition_ops: self.partition_ops.unwrap_or(match kind {
-                BackendKind::OpenCl | BackendKind::Cuda => 2000,
-                _ => 0,
-            }),
+            partition_ops: self
+                .partition_ops
+                .unwrap_or(dialect.default_partition_ops()),
         }
     }
 

@@ -76,4 +76,9 @@ pub fn print_stats(stats: &RunStats, jobs: usize, vms: u32) {
         secs(stats.hypercall_service),
         stats.hypercalls
     );
+    eprintln!("  instantiation      {}", secs(stats.instantiate));
+    eprintln!(
+        "  continuations      {} slow calls, {} indirect calls, {} live values saved",
+        stats.slow_calls, stats.indirect_calls, stats.saved_words
+    );
 }

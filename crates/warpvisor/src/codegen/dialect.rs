@@ -17,6 +17,11 @@ const C_HEADER: &str = r#"
 /* ---- dialect: host C (cpu backend) ---- */
 #include <stdint.h>
 #include <math.h>
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the cpu backend needs a little-endian host (WebAssembly memory is little-endian)"
+#endif
+/* On the host: unaligned word access, and the C library's memmove/memset. */
+#define WV_HOST 1
 #define WV_GLOBAL
 #define WV_CONST static const
 #define WV_FN static inline
@@ -69,6 +74,11 @@ typedef uint uint32_t;
 typedef int int32_t;
 typedef ulong uint64_t;
 typedef long int64_t;
+#ifndef __ENDIAN_LITTLE__
+#error "the opencl backend needs a little-endian device (WebAssembly memory is little-endian)"
+#endif
+/* A device: words only where aligned, no C library. */
+#define WV_HOST 0
 #define WV_GLOBAL __global
 #define WV_CONST __constant
 #define WV_FN static inline
@@ -131,6 +141,8 @@ typedef unsigned int uint32_t;
 typedef int int32_t;
 typedef unsigned long long uint64_t;
 typedef long long int64_t;
+/* A device: words only where aligned, no C library (NVIDIA GPUs are little-endian). */
+#define WV_HOST 0
 #define WV_GLOBAL
 #define WV_CONST static __device__ const
 #define WV_FN static __device__ inline
@@ -197,6 +209,19 @@ impl Dialect {
             Dialect::C => C_ENTRY,
             Dialect::OpenCl => OPENCL_ENTRY,
             Dialect::Cuda => CUDA_ENTRY,
+        }
+    }
+
+    /// Kernel partition size, in WebAssembly operators, that suits this dialect's compiler
+    /// (`KernelOptions::partition_ops`; 0: one kernel). Host C builds fastest as one kernel.
+    /// PoCL builds faster with 10,000-operator partitions than with 2,000 — smaller ones copy
+    /// the same fastcalls into more kernels — and calls cross between them far less often
+    /// (docs/opencl.md). CUDA keeps 2,000 until NVRTC has been measured the same way.
+    pub fn default_partition_ops(self) -> u32 {
+        match self {
+            Dialect::C => 0,
+            Dialect::OpenCl => 10_000,
+            Dialect::Cuda => 2_000,
         }
     }
 

@@ -705,7 +705,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         self.saved_words = self.saved_words.max(word);
         self.line(&format!("{comment} /* yield point {k} */"));
         if !save.is_empty() {
-            self.line(save.trim_end());
+            self.line(&format!("{}WV_SAVED({word});", save));
         }
         self.line(&format!(
             "WV_STK(fp + 2) = {k}; WV_PUSH_FRAME(nfp, @FRAME@, {fid}, {});",

@@ -1,21 +1,19 @@
-//! Module-level emission: constants, prelude, function bodies, entry shims, the trampoline, and
-//! the split of large programs into several kernels (partitions).
-//!
-//! A partition holds a set of *dispatchable* functions — continuations and the entry shims of
-//! fastcalls the trampoline can start — plus every fastcall they reach (fastcalls are
-//! duplicated where several partitions need them). When a VM's next frame belongs to another
-//! partition, the trampoline stops it with `WV_ELSEWHERE` and the VMM launches that partition.
+//! Module-level emission: constants, prelude, function bodies, entry shims, and the trampoline,
+//! once per partition ([`super::partition`] decides what each holds). When a VM's next frame
+//! belongs to another partition, the trampoline stops it with `WV_ELSEWHERE` and the VMM
+//! launches that partition.
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use super::function::{fastcall_signature, sanitize_comment, FunctionEmitter};
+use super::partition::{self, fastcall_closure};
 use super::{
     c_type, kernel_layout, slot_suffix, tuple_name, CodegenError, KernelLayout, KernelOptions,
     KernelSource, ModuleContext, PRELUDE,
 };
 use crate::analysis::{CallGraph, Signatures};
-use crate::frontend::{ExportKind, Module};
+use crate::frontend::Module;
 
 /// Marks a function no partition starts.
 pub const NO_PARTITION: u32 = u32::MAX;
@@ -44,108 +42,24 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
         graph: &graph,
     };
     let layout = kernel_layout(module, options)?;
-    let dispatchable = dispatchable(module, &graph);
-    let groups = plan(module, &graph, &dispatchable, options.partition_ops);
+    let dispatchable = partition::dispatchable(module, &graph);
+    let plan = partition::plan(&ctx, &dispatchable, options.partition_ops);
     let mut partition_of = vec![NO_PARTITION; module.funcs.len()];
-    for (p, members) in groups.iter().enumerate() {
-        for &f in members {
+    for (p, part) in plan.iter().enumerate() {
+        for &f in &part.home {
             partition_of[f as usize] = p as u32;
         }
     }
-    let many = groups.len() > 1;
-    let partitions = groups
+    let many = plan.len() > 1;
+    let partitions = plan
         .iter()
-        .map(|members| emit_partition(&ctx, options, &layout, members, many))
+        .map(|part| emit_partition(&ctx, options, &layout, &part.starts, many))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(KernelSource {
         partitions,
         partition_of,
         layout,
     })
-}
-
-/// Functions the trampoline may be asked to start: continuations, and fastcalls that are
-/// exported, referenced by tables, or the start function.
-fn dispatchable(module: &Module<'_>, graph: &CallGraph) -> Vec<bool> {
-    let mut d = graph.yields.clone();
-    for (f, r) in graph.referenceable.iter().enumerate() {
-        d[f] |= *r;
-    }
-    for e in &module.exports {
-        if let ExportKind::Func(f) = e.kind {
-            d[f as usize] = true;
-        }
-    }
-    if let Some(s) = module.start {
-        d[s as usize] = true;
-    }
-    for x in d.iter_mut().take(module.imported_funcs) {
-        *x = false; // imports are hypercalls in every partition
-    }
-    d
-}
-
-/// The fastcalls reachable from `roots` without going through the trampoline.
-fn fastcall_closure(graph: &CallGraph, roots: impl IntoIterator<Item = u32>) -> BTreeSet<u32> {
-    let mut seen = BTreeSet::new();
-    let mut work: Vec<u32> = roots.into_iter().collect();
-    while let Some(f) = work.pop() {
-        for &c in &graph.callees[f as usize] {
-            if !graph.yields[c as usize] && seen.insert(c) {
-                work.push(c);
-            }
-        }
-    }
-    seen
-}
-
-fn cost(module: &Module<'_>, f: u32) -> usize {
-    module.body(f).map_or(0, |b| b.ops.len())
-}
-
-/// Groups the dispatchable functions into partitions of at most `budget` operators (each
-/// counted with the fastcalls it needs); `budget == 0` keeps one partition.
-fn plan(
-    module: &Module<'_>,
-    graph: &CallGraph,
-    dispatchable: &[bool],
-    budget: u32,
-) -> Vec<Vec<u32>> {
-    let starts: Vec<u32> = (0..module.funcs.len() as u32)
-        .filter(|&f| dispatchable[f as usize])
-        .collect();
-    if budget == 0 {
-        return vec![starts];
-    }
-    let mut groups: Vec<Vec<u32>> = Vec::new();
-    let mut current: Vec<u32> = Vec::new();
-    let mut current_cost = 0usize;
-    let mut included: BTreeSet<u32> = BTreeSet::new();
-    for f in starts {
-        let own = fastcall_closure(graph, [f]);
-        let added: usize = std::iter::once(f)
-            .chain(own.iter().copied())
-            .filter(|g| !included.contains(g))
-            .map(|g| cost(module, g))
-            .sum();
-        if !current.is_empty() && current_cost + added > budget as usize {
-            groups.push(std::mem::take(&mut current));
-            included.clear();
-            current_cost = std::iter::once(f)
-                .chain(own.iter().copied())
-                .map(|g| cost(module, g))
-                .sum();
-        } else {
-            current_cost += added;
-        }
-        included.insert(f);
-        included.extend(own);
-        current.push(f);
-    }
-    if !current.is_empty() || groups.is_empty() {
-        groups.push(current);
-    }
-    groups
 }
 
 fn emit_partition(

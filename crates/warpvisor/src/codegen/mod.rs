@@ -10,6 +10,7 @@ mod dialect;
 mod function;
 mod kernel;
 mod numeric;
+mod partition;
 
 pub use dialect::Dialect;
 pub use kernel::emit;

@@ -32,7 +32,8 @@
 /* Words of a frame header: caller's frame, function id, resume point. */
 #define WV_FRAME_HEADER 3u
 
-/* Control state of one VM (24 bytes), mirrored by vmm::state::VmControl. */
+/* Control state of one VM (48 bytes), mirrored by vmm::abi::VmControl. The three counters
+ * tell where continuations cost time (the paper's "slowcalls", vectorvisor.md Table 3). */
 typedef struct {
   uint32_t status;    /* WV_RUNNING, WV_DONE, WV_TRAPPED or WV_HYPERCALL */
   uint32_t trap;      /* trap kind when WV_TRAPPED */
@@ -40,6 +41,9 @@ typedef struct {
   uint32_t depth;     /* frames on the call stack */
   uint32_t hypercall; /* import index when WV_HYPERCALL */
   uint32_t fuel;      /* ticks left when the kernel meters fuel (WV_FUEL) */
+  uint64_t slow_calls;     /* calls through the trampoline: continuations and hypercalls */
+  uint64_t indirect_calls; /* call_indirect operators that reached a function */
+  uint64_t saved_words;    /* live values saved in frames at yield points (each restored once) */
 } wv_vm;
 
 /* The fleet: every VM's state, laid out by layout::FleetLayout (mirrored as vmm::FleetAbi). */
@@ -87,32 +91,60 @@ WV_FN uint64_t wv_cell(const wv_fleet *f, uint32_t vm, uint64_t ea) {
 #endif
 }
 
-/* Reads `n` (1..8) little-endian bytes at `ea`; the caller has bounds-checked. */
-WV_FN uint64_t wv_read(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n) {
-  uint64_t v = 0;
-#if WV_INTERLEAVE == 0
-  WV_GLOBAL const uint8_t *p = f->mem + wv_cell(f, vm, ea);
-  for (uint32_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+/* `n` (1, 2, 4 or 8) little-endian bytes contiguous at `p`: a host reads them as one unaligned
+ * word; a device as one word where aligned (GPUs fault on misaligned words), else bytewise. */
+#if WV_HOST
+WV_FN uint64_t wv_bytes_get(const uint8_t *p, uint32_t n) { uint64_t v = 0; __builtin_memcpy(&v, p, n); return v; }
+WV_FN void wv_bytes_put(uint8_t *p, uint32_t n, uint64_t v) { __builtin_memcpy(p, &v, n); }
 #else
-  if (ea % WV_INTERLEAVE + n <= WV_INTERLEAVE) {
-    WV_GLOBAL const uint8_t *p = f->mem + wv_cell(f, vm, ea);
-    for (uint32_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-  } else {
-    for (uint32_t i = 0; i < n; i++) v |= (uint64_t)f->mem[wv_cell(f, vm, ea + i)] << (8 * i);
+WV_FN uint64_t wv_bytes_get(WV_GLOBAL const uint8_t *p, uint32_t n) {
+  if (((uint64_t)p & (n - 1)) == 0) {
+    if (n == 8) return *(WV_GLOBAL const uint64_t *)p;
+    if (n == 4) return *(WV_GLOBAL const uint32_t *)p;
+    if (n == 2) return *(WV_GLOBAL const uint16_t *)p;
+    return *p;
   }
-#endif
+  uint64_t v = 0;
+  for (uint32_t i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
   return v;
 }
+WV_FN void wv_bytes_put(WV_GLOBAL uint8_t *p, uint32_t n, uint64_t v) {
+  if (((uint64_t)p & (n - 1)) == 0) {
+    if (n == 8) { *(WV_GLOBAL uint64_t *)p = v; return; }
+    if (n == 4) { *(WV_GLOBAL uint32_t *)p = (uint32_t)v; return; }
+    if (n == 2) { *(WV_GLOBAL uint16_t *)p = (uint16_t)v; return; }
+    *p = (uint8_t)v;
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+#endif
 
-/* Writes the `n` (1..8) low bytes of `v` at `ea`; the caller has bounds-checked. */
+/* Reads `n` (1, 2, 4 or 8) little-endian bytes at `ea`; the caller has bounds-checked. */
+WV_FN uint64_t wv_read(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n) {
+#if WV_INTERLEAVE == 0
+  return wv_bytes_get(f->mem + wv_cell(f, vm, ea), n);
+#else
+  if (ea % WV_INTERLEAVE + n <= WV_INTERLEAVE) return wv_bytes_get(f->mem + wv_cell(f, vm, ea), n);
+  /* An aligned 8-byte value over two 4-byte cells. */
+  if (WV_INTERLEAVE == 4 && n == 8 && ea % 4 == 0)
+    return wv_bytes_get(f->mem + wv_cell(f, vm, ea), 4) | wv_bytes_get(f->mem + wv_cell(f, vm, ea + 4), 4) << 32;
+  uint64_t v = 0;
+  for (uint32_t i = 0; i < n; i++) v |= (uint64_t)f->mem[wv_cell(f, vm, ea + i)] << (8 * i);
+  return v;
+#endif
+}
+
+/* Writes the `n` (1, 2, 4 or 8) low bytes of `v` at `ea`; the caller has bounds-checked. */
 WV_FN void wv_write(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n, uint64_t v) {
 #if WV_INTERLEAVE == 0
-  WV_GLOBAL uint8_t *p = f->mem + wv_cell(f, vm, ea);
-  for (uint32_t i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+  wv_bytes_put(f->mem + wv_cell(f, vm, ea), n, v);
 #else
   if (ea % WV_INTERLEAVE + n <= WV_INTERLEAVE) {
-    WV_GLOBAL uint8_t *p = f->mem + wv_cell(f, vm, ea);
-    for (uint32_t i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+    wv_bytes_put(f->mem + wv_cell(f, vm, ea), n, v);
+  } else if (WV_INTERLEAVE == 4 && n == 8 && ea % 4 == 0) {
+    wv_bytes_put(f->mem + wv_cell(f, vm, ea), 4, v);
+    wv_bytes_put(f->mem + wv_cell(f, vm, ea + 4), 4, v >> 32);
   } else {
     for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, ea + i)] = (uint8_t)(v >> (8 * i));
   }
@@ -165,18 +197,26 @@ WV_FN uint32_t wv_memory_grow(const wv_fleet *f, uint32_t vm, uint32_t delta) {
 
 WV_FN uint32_t wv_memory_fill(const wv_fleet *f, uint32_t vm, uint32_t d, uint32_t val, uint32_t n) {
   if ((uint64_t)d + n > WV_MEM_BYTES()) return WV_TRAP_MEMORY_OOB;
+#if WV_HOST && WV_INTERLEAVE == 0
+  __builtin_memset(f->mem + wv_cell(f, vm, d), (int)(uint8_t)val, n);
+#else
   for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = (uint8_t)val;
+#endif
   return 0;
 }
 
 WV_FN uint32_t wv_memory_copy(const wv_fleet *f, uint32_t vm, uint32_t d, uint32_t s, uint32_t n) {
   uint64_t size = WV_MEM_BYTES();
   if ((uint64_t)d + n > size || (uint64_t)s + n > size) return WV_TRAP_MEMORY_OOB;
+#if WV_HOST && WV_INTERLEAVE == 0
+  __builtin_memmove(f->mem + wv_cell(f, vm, d), f->mem + wv_cell(f, vm, s), n);
+#else
   if (d <= s) {
     for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = f->mem[wv_cell(f, vm, (uint64_t)s + i)];
   } else {
     for (uint32_t i = n; i > 0; i--) f->mem[wv_cell(f, vm, (uint64_t)d + i - 1)] = f->mem[wv_cell(f, vm, (uint64_t)s + i - 1)];
   }
+#endif
   return 0;
 }
 
@@ -237,6 +277,7 @@ WV_FN uint32_t wv_table_func(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_
   uint32_t r = WV_TABLE(t, i);
   if (r == WV_NULL_REF) return WV_TRAP_INDIRECT_NULL;
   if (r >= WV_NUM_FUNCS || wv_func_sig[r] != sig) return WV_TRAP_BAD_SIGNATURE;
+  f->vms[vm].indirect_calls++;
   *fid = r;
   return 0;
 }
@@ -248,7 +289,9 @@ WV_FN uint32_t wv_table_func(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_
   if (v->depth >= f->max_depth || (uint64_t)nfp + WV_FRAME_HEADER + (nargs) > f->stack_words) \
     WV_TRAP(WV_TRAP_STACK_OVERFLOW); \
   WV_STK(nfp) = fp; WV_STK(nfp + 1) = (fid); WV_STK(nfp + 2) = 0; } while (0)
-#define WV_ENTER(nfp) do { v->fp = nfp; v->depth++; } while (0)
+#define WV_ENTER(nfp) do { v->fp = nfp; v->depth++; v->slow_calls++; } while (0)
+/* Counts the `n` live values a yield point saves in its frame. */
+#define WV_SAVED(n) (v->saved_words += (n))
 
 /* Pops the current frame: the VM is done when it was the entry frame. */
 WV_FN void wv_pop_frame(const wv_fleet *f, uint32_t vm, uint32_t fp) {

@@ -37,6 +37,13 @@ pub struct VmControl {
     pub hypercall: u32,
     /// Fuel left when the kernel meters fuel.
     pub fuel: u32,
+    /// Calls through the trampoline (continuation calls and hypercalls) since the last
+    /// invocation started.
+    pub slow_calls: u64,
+    /// `call_indirect`s that reached a function.
+    pub indirect_calls: u64,
+    /// Live values saved in frames at yield points (each restored once).
+    pub saved_words: u64,
 }
 
 /// The fleet as the kernel sees it (`wv_fleet`): raw pointers into the host's buffers.

@@ -105,6 +105,31 @@ fn zeroed_vec<T: Clone + Default>(n: u64, what: &str) -> Result<Vec<T>, VmmError
     Ok(v)
 }
 
+/// The runs of VM `vm`'s bytes `[offset, offset + len)` that are contiguous in the memory
+/// buffer, as `(buffer index, position in the range, length)`: one run without interleaving,
+/// one per cell with it.
+fn runs(
+    layout: InterleavedLayout,
+    vm: u32,
+    offset: u64,
+    len: usize,
+) -> impl Iterator<Item = (usize, usize, usize)> {
+    let mut done = 0usize;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let at = offset + done as u64;
+        let n = match layout.interleave as usize {
+            0 => len - done,
+            cell => (cell - (at % cell as u64) as usize).min(len - done),
+        };
+        let run = (layout.cell_addr(vm, at), done, n);
+        done += n;
+        Some(run)
+    })
+}
+
 impl FleetBuffers {
     /// Allocates zeroed buffers for `layout`.
     #[allow(clippy::too_many_arguments)]
@@ -171,17 +196,48 @@ impl FleetBuffers {
     /// Reads `len` bytes of VM `vm`'s memory at `offset` (no bounds check against its size).
     pub fn read_memory(&self, vm: u32, offset: u64, len: usize) -> Vec<u8> {
         let mem = self.mem.as_slice();
-        (0..len as u64)
-            .map(|i| mem[self.layout.cell_addr(vm, offset + i)])
-            .collect()
+        let mut out = vec![0u8; len];
+        for (addr, at, n) in runs(self.layout, vm, offset, len) {
+            out[at..at + n].copy_from_slice(&mem[addr..addr + n]);
+        }
+        out
     }
 
     /// Writes `bytes` into VM `vm`'s memory at `offset`.
     pub fn write_memory(&mut self, vm: u32, offset: u64, bytes: &[u8]) {
-        let layout = self.layout;
         let mem = self.mem.as_mut_slice();
-        for (i, b) in bytes.iter().enumerate() {
-            mem[layout.cell_addr(vm, offset + i as u64)] = *b;
+        for (addr, at, n) in runs(self.layout, vm, offset, bytes.len()) {
+            mem[addr..addr + n].copy_from_slice(&bytes[at..at + n]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads and writes by runs agree with the layout's byte-by-byte addresses.
+    #[test]
+    fn memory_runs_follow_the_layout() {
+        for interleave in [0, 4, 8] {
+            let layout = InterleavedLayout {
+                num_vms: 3,
+                interleave,
+                max_pages: 1,
+                stack_words: 8,
+                num_globals: 1,
+            };
+            let mut b = FleetBuffers::new(layout, 1, 1, 1, 1, 1, Vec::new(), Vec::new()).unwrap();
+            let bytes: Vec<u8> = (0..37u8).collect();
+            b.write_memory(1, 5, &bytes);
+            for (i, v) in bytes.iter().enumerate() {
+                assert_eq!(b.mem.as_slice()[layout.cell_addr(1, 5 + i as u64)], *v);
+            }
+            assert_eq!(b.read_memory(1, 5, 37), bytes);
+            assert_eq!(b.read_memory(1, 3, 4), vec![0, 0, 0, 1]);
+            assert!(b.read_memory(0, 0, 64).iter().all(|&x| x == 0));
+            assert!(b.read_memory(2, 0, 64).iter().all(|&x| x == 0));
+            assert!(b.read_memory(1, 0, 0).is_empty());
         }
     }
 }

@@ -136,6 +136,33 @@ pub struct FleetStats {
     pub hypercalls: u64,
     /// Time spent servicing them on the host.
     pub hypercall_service: Duration,
+    /// Time spent (re)instantiating VMs: clearing memories, segments, globals, tables.
+    pub instantiate: Duration,
+    /// Calls that went through the trampoline: continuation calls and hypercalls.
+    pub slow_calls: u64,
+    /// `call_indirect`s that reached a function.
+    pub indirect_calls: u64,
+    /// Live values saved in continuation frames (each restored once when the call returns).
+    pub saved_words: u64,
+}
+
+impl FleetStats {
+    /// What happened between `earlier` (a snapshot of the same fleet) and `self`.
+    pub fn since(&self, earlier: &FleetStats) -> FleetStats {
+        FleetStats {
+            launches: self.launches.saturating_sub(earlier.launches),
+            execute: self.execute.saturating_sub(earlier.execute),
+            transfer: self.transfer.saturating_sub(earlier.transfer),
+            hypercalls: self.hypercalls.saturating_sub(earlier.hypercalls),
+            hypercall_service: self
+                .hypercall_service
+                .saturating_sub(earlier.hypercall_service),
+            instantiate: self.instantiate.saturating_sub(earlier.instantiate),
+            slow_calls: self.slow_calls.saturating_sub(earlier.slow_calls),
+            indirect_calls: self.indirect_calls.saturating_sub(earlier.indirect_calls),
+            saved_words: self.saved_words.saturating_sub(earlier.saved_words),
+        }
+    }
 }
 
 fn eval(expr: &ConstExpr, globals: &[Value], ty: ValType) -> Value {
@@ -287,6 +314,13 @@ impl Fleet {
     }
 
     fn instantiate(&mut self, globals: &[Value]) -> Result<(), VmmError> {
+        let start = Instant::now();
+        let result = self.instantiate_untimed(globals);
+        self.stats.instantiate += start.elapsed();
+        result
+    }
+
+    fn instantiate_untimed(&mut self, globals: &[Value]) -> Result<(), VmmError> {
         let program = self.program.clone();
         let m = &program.module;
         let n = self.num_vms();
@@ -500,6 +534,11 @@ impl Fleet {
                     self.stats.hypercalls += serviced;
                 }
             }
+        }
+        for ctl in &self.buffers.vms {
+            self.stats.slow_calls += ctl.slow_calls;
+            self.stats.indirect_calls += ctl.indirect_calls;
+            self.stats.saved_words += ctl.saved_words;
         }
         let max_pages = self.buffers.mem_pages.iter().copied().max().unwrap_or(0) as u64;
         self.dirty_bytes = self.dirty_bytes.max(max_pages * PAGE);

@@ -54,47 +54,95 @@ pub fn run_jobs_with_stats(
     config: &WasiRunConfig,
     jobs: &[WasiJob],
 ) -> Result<(Vec<JobResult>, FleetStats), VmmError> {
-    let n = config.fleet.num_vms;
-    let state = Arc::new(Mutex::new(WasiState::new(
-        &config.program_name,
-        config.preopens.clone(),
-        n,
-    )));
-    let imports = link(&program.module, state.clone(), config.allow_unknown_imports)?;
-    if !matches!(
-        program.module.export("_start"),
-        Some(crate::frontend::ExportKind::Func(_))
-    ) {
-        return Err(VmmError::NoSuchExport("_start".into()));
-    }
-    let mut fleet = Fleet::new(program, config.fleet, imports)?;
+    let mut fleet = WasiFleet::new(program, config)?;
     let mut results = Vec::with_capacity(jobs.len());
-    for (i, batch) in jobs.chunks(n as usize).enumerate() {
-        if i > 0 {
-            fleet.reset()?;
-        }
-        state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .set_jobs(batch);
-        let outcomes = fleet.invoke("_start", &vec![Vec::new(); batch.len()])?;
-        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-        for (vm, o) in outcomes.into_iter().enumerate() {
-            let out = st.take_output(vm);
-            let (exit_code, trap) = match o {
-                Outcome::Returned(_) => (0, None),
-                Outcome::Exited(c) => (c, None),
-                Outcome::Trapped(k) => (TRAP_EXIT_CODE, Some(k)),
-            };
-            results.push(JobResult {
-                exit_code,
-                stdout: out.stdout,
-                stderr: out.stderr,
-                trap,
-            });
-        }
+    for batch in jobs.chunks(fleet.num_vms() as usize) {
+        results.extend(fleet.run_batch(batch)?);
     }
     Ok((results, fleet.stats()))
+}
+
+/// A fleet that serves WASI jobs batch after batch: it is allocated once, and its VMs are
+/// put back in their freshly instantiated state before every batch but the first.
+pub struct WasiFleet {
+    fleet: Fleet,
+    state: Arc<Mutex<WasiState>>,
+    fresh: bool,
+}
+
+impl WasiFleet {
+    /// A fleet of `config.fleet.num_vms` VMs running `program`'s `_start`.
+    pub fn new(program: Arc<Program>, config: &WasiRunConfig) -> Result<Self, VmmError> {
+        let state = Arc::new(Mutex::new(WasiState::new(
+            &config.program_name,
+            config.preopens.clone(),
+            config.fleet.num_vms,
+        )));
+        let imports = link(&program.module, state.clone(), config.allow_unknown_imports)?;
+        if !matches!(
+            program.module.export("_start"),
+            Some(crate::frontend::ExportKind::Func(_))
+        ) {
+            return Err(VmmError::NoSuchExport("_start".into()));
+        }
+        Ok(WasiFleet {
+            fleet: Fleet::new(program, config.fleet, imports)?,
+            state,
+            fresh: true,
+        })
+    }
+
+    /// VMs in the fleet: the most jobs one batch may hold.
+    pub fn num_vms(&self) -> u32 {
+        self.fleet.num_vms()
+    }
+
+    /// Runs one batch of at most [`WasiFleet::num_vms`] jobs, job i on VM i.
+    pub fn run_batch(&mut self, batch: &[WasiJob]) -> Result<Vec<JobResult>, VmmError> {
+        if batch.len() > self.num_vms() as usize {
+            return Err(VmmError::Limit(format!(
+                "{} jobs in one batch for a fleet of {} VMs",
+                batch.len(),
+                self.num_vms()
+            )));
+        }
+        if !self.fresh {
+            self.fleet.reset()?;
+        }
+        self.fresh = false;
+        self.lock().set_jobs(batch);
+        let outcomes = self
+            .fleet
+            .invoke("_start", &vec![Vec::new(); batch.len()])?;
+        let mut st = self.lock();
+        Ok(outcomes
+            .into_iter()
+            .enumerate()
+            .map(|(vm, o)| {
+                let out = st.take_output(vm);
+                let (exit_code, trap) = match o {
+                    Outcome::Returned(_) => (0, None),
+                    Outcome::Exited(c) => (c, None),
+                    Outcome::Trapped(k) => (TRAP_EXIT_CODE, Some(k)),
+                };
+                JobResult {
+                    exit_code,
+                    stdout: out.stdout,
+                    stderr: out.stderr,
+                    trap,
+                }
+            })
+            .collect())
+    }
+
+    /// Where the fleet's time went so far.
+    pub fn stats(&self) -> FleetStats {
+        self.fleet.stats()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, WasiState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Reads a job line `{"args": [...], "env": {...}, "stdin": "..." | "stdin_base64": "..."}`.

@@ -56,6 +56,36 @@ impl Backend for CpuBackend {
             pool: self.pool.clone(),
         }))
     }
+
+    fn copy_bandwidth(&self, bytes: usize) -> Result<f64, BackendError> {
+        let oom = |e| BackendError::Launch(format!("allocating {bytes} bytes to copy: {e}"));
+        let mut src = Vec::new();
+        src.try_reserve_exact(bytes).map_err(oom)?;
+        src.resize(bytes, 0xa5u8);
+        let mut dst = Vec::new();
+        dst.try_reserve_exact(bytes).map_err(oom)?;
+        dst.resize(bytes, 0u8);
+        let workers = self.pool.workers();
+        let chunk = bytes.div_ceil(workers);
+        // Raw addresses so that each worker can write its own disjoint chunk.
+        let (from, to) = (src.as_ptr() as usize, dst.as_mut_ptr() as usize);
+        super::best_rate(bytes, 5, || {
+            self.pool.run(workers, &|w| {
+                let lo = (w * chunk).min(bytes);
+                let hi = (lo + chunk).min(bytes);
+                // SAFETY: [lo, hi) lies inside both buffers, which outlive `run`, and chunks
+                // of different workers do not overlap.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        (from as *const u8).add(lo),
+                        (to as *mut u8).add(lo),
+                        hi - lo,
+                    )
+                };
+            });
+            Ok(())
+        })
+    }
 }
 
 /// A kernel loaded into this process.

@@ -156,6 +156,24 @@ impl Backend for CudaBackend {
             global_memory: self.info.global_memory,
         }))
     }
+
+    fn copy_bandwidth(&self, bytes: usize) -> Result<f64, BackendError> {
+        let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
+        let alloc = || {
+            stream
+                .alloc_zeros::<u8>(bytes.max(1))
+                .map_err(|e| driver_error(&format!("allocating {bytes} bytes"), e))
+        };
+        let (src, mut dst) = (alloc()?, alloc()?);
+        super::best_rate(bytes, 5, || {
+            stream
+                .memcpy_dtod(&src, &mut dst)
+                .map_err(|e| driver_error("copying device memory", e))?;
+            stream
+                .synchronize()
+                .map_err(|e| driver_error("copying device memory", e))
+        })
+    }
 }
 
 /// A loaded CUDA kernel.

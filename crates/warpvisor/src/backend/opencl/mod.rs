@@ -15,7 +15,7 @@ use opencl3::kernel::{ExecuteKernel, Kernel as ClKernel};
 use opencl3::memory::{
     Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR,
 };
-use opencl3::types::{cl_mem, CL_BLOCKING};
+use opencl3::types::{cl_mem, CL_NON_BLOCKING};
 
 use super::{Backend, BackendError, Kernel, LaunchTimes};
 use crate::codegen::KernelOptions;
@@ -166,6 +166,27 @@ impl Backend for OpenClBackend {
             max_allocation: self.info.max_allocation,
         }))
     }
+
+    fn copy_bandwidth(&self, bytes: usize) -> Result<f64, BackendError> {
+        let ctx = &self.shared.context;
+        let buffer = || {
+            // SAFETY: no host pointer; the runtime allocates the buffer.
+            unsafe {
+                Buffer::<u8>::create(ctx, CL_MEM_READ_WRITE, bytes.max(1), std::ptr::null_mut())
+            }
+            .map_err(|e| BackendError::Launch(format!("a device buffer of {bytes} bytes: {e}")))
+        };
+        let (src, mut dst) = (buffer()?, buffer()?);
+        let queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        super::best_rate(bytes, 5, || {
+            // SAFETY: both buffers hold `bytes` bytes.
+            unsafe { queue.enqueue_copy_buffer(&src, &mut dst, 0, 0, bytes.max(1), &[]) }
+                .map_err(|e| BackendError::Launch(format!("copying a buffer: {e}")))?;
+            queue
+                .finish()
+                .map_err(|e| BackendError::Launch(format!("copying a buffer: {e}")))
+        })
+    }
 }
 
 /// A built OpenCL kernel. Launches are serialised (under the queue's mutex): kernel
@@ -202,28 +223,47 @@ fn wrap<T>(context: &Context, slice: &mut [T]) -> Result<Buffer<T>, BackendError
     })
 }
 
-/// Makes the host copy of `buffer` current (a blocking map and unmap).
-fn sync<T>(queue: &CommandQueue, buffer: &Buffer<T>, len: usize) -> Result<(), BackendError> {
-    let mut ptr: cl_mem = std::ptr::null_mut();
-    let bytes = len.max(1) * std::mem::size_of::<T>();
-    // SAFETY: the mapping covers the buffer and is released at once.
-    unsafe {
-        queue
-            .enqueue_map_buffer(
+/// A buffer made by [`wrap`] over `len` host elements, as `sync_all` takes it.
+fn region<T>(buffer: &Buffer<T>, len: usize) -> (cl_mem, usize) {
+    (buffer.get(), len.max(1) * std::mem::size_of::<T>())
+}
+
+/// Makes the host copies of `buffers` (each with its element count) current: every buffer is
+/// mapped and unmapped again. The commands are queued without blocking and waited for twice
+/// in all, not once per buffer: on PoCL each blocking round trip costs tens of microseconds.
+fn sync_all(queue: &CommandQueue, buffers: &[(cl_mem, usize)]) -> Result<(), BackendError> {
+    let mut mapped = Vec::with_capacity(buffers.len());
+    for &(buffer, bytes) in buffers {
+        let mut ptr: cl_mem = std::ptr::null_mut();
+        // SAFETY: the mapping covers the buffer; it is released below, after the wait.
+        let _event = unsafe {
+            cl3::command_queue::enqueue_map_buffer(
+                queue.get(),
                 buffer,
-                CL_BLOCKING,
+                CL_NON_BLOCKING,
                 CL_MAP_READ | CL_MAP_WRITE,
                 0,
-                bytes,
+                bytes.max(1),
                 &mut ptr,
-                &[],
+                0,
+                std::ptr::null(),
             )
-            .map_err(|e| BackendError::Launch(format!("reading back a buffer: {e}")))?;
-        queue
-            .enqueue_unmap_mem_object(buffer.get(), ptr, &[])
+        }
+        .map(opencl3::event::Event::new)
+        .map_err(|e| BackendError::Launch(format!("reading back a buffer: {e}")))?;
+        mapped.push((buffer, ptr));
+    }
+    queue
+        .finish()
+        .map_err(|e| BackendError::Launch(format!("reading back the buffers: {e}")))?;
+    for (buffer, ptr) in mapped {
+        // SAFETY: `ptr` is the mapping of `buffer` made above.
+        unsafe { queue.enqueue_unmap_mem_object(buffer, ptr, &[]) }
             .map_err(|e| BackendError::Launch(format!("releasing a buffer: {e}")))?;
     }
-    Ok(())
+    queue
+        .finish()
+        .map_err(|e| BackendError::Launch(format!("releasing the buffers: {e}")))
 }
 
 impl Kernel for OpenClKernel {
@@ -281,15 +321,20 @@ impl Kernel for OpenClKernel {
             .map_err(|e| BackendError::Launch(format!("running the kernel: {e}")))?;
         let execute = run.elapsed();
         let back = Instant::now();
-        sync(&queue, &mem, mem_len)?;
-        sync(&queue, &mem_pages, fleet.mem_pages.len())?;
-        sync(&queue, &globals, fleet.globals.len())?;
-        sync(&queue, &tables, fleet.tables.len())?;
-        sync(&queue, &table_sizes, fleet.table_sizes.len())?;
-        sync(&queue, &dropped, fleet.dropped.len())?;
-        sync(&queue, &stack, fleet.stack.len())?;
-        sync(&queue, &ret, fleet.ret.len())?;
-        sync(&queue, &vms, fleet.vms.len())?;
+        sync_all(
+            &queue,
+            &[
+                region(&mem, mem_len),
+                region(&mem_pages, fleet.mem_pages.len()),
+                region(&globals, fleet.globals.len()),
+                region(&tables, fleet.tables.len()),
+                region(&table_sizes, fleet.table_sizes.len()),
+                region(&dropped, fleet.dropped.len()),
+                region(&stack, fleet.stack.len()),
+                region(&ret, fleet.ret.len()),
+                region(&vms, fleet.vms.len()),
+            ],
+        )?;
         Ok(LaunchTimes {
             execute,
             transfer: wrapped + back.elapsed(),

@@ -1,0 +1,169 @@
+//! `warpvisor-bench`: the benchmark suite's command line.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use warpvisor_bench::platform::Platform;
+use warpvisor_bench::report::{chart, markdown};
+use warpvisor_bench::settings::Settings;
+
+/// Runs the VectorVisor benchmarks on native x86, wasmtime and every warpvisor backend
+/// available here, checks that every platform replies exactly as the native build does, and
+/// reports throughput, ratios, batch latency and where warpvisor's time goes. The Markdown
+/// report goes to standard output; progress to standard error. Exit code 1 when a benchmark
+/// is not validated on some platform.
+#[derive(Parser)]
+#[command(name = "warpvisor-bench", version)]
+struct Args {
+    /// Small fleets and short passes: the whole suite in minutes (kernels cached).
+    #[arg(long)]
+    quick: bool,
+    /// Write the report as JSON here (and the chart beside it, as FILE with `.svg`).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write the Markdown report here too.
+    #[arg(long, value_name = "FILE")]
+    markdown: Option<PathBuf>,
+    /// Write the bar chart (SVG) here.
+    #[arg(long, value_name = "FILE")]
+    chart: Option<PathBuf>,
+    /// Benchmarks to run, by name (default: all ten).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    benchmarks: Vec<String>,
+    /// Platforms to run: native, wasmtime, cpu, opencl, cuda (default: all available).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    platforms: Vec<String>,
+    /// VMs per warpvisor fleet, the batch size (default 64; 16 with --quick).
+    #[arg(long)]
+    vms: Option<u32>,
+    /// Batches of distinct requests per benchmark (default 4; 2 with --quick).
+    #[arg(long)]
+    batches: Option<u32>,
+    /// Seconds each platform serves each benchmark at least (default 3; 0.3 with --quick).
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    min_seconds: Option<f64>,
+    /// Threads of native-x86, wasmtime and the cpu backend (default: one per core).
+    #[arg(long)]
+    workers: Option<usize>,
+    /// Seed of the request generator.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Memory interleave of every warpvisor backend: 0, 4 or 8 (default: 0 on CPUs, 8 on GPUs).
+    #[arg(long)]
+    interleave: Option<u32>,
+    /// Device compiler optimisation level, 0-3.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=3))]
+    opt_level: u8,
+    /// Kernel partition size in operators (default: warpvisor's, e.g. 10000 on opencl).
+    #[arg(long)]
+    partition_ops: Option<u32>,
+    /// Skip the memcopy and transfer microbenchmarks.
+    #[arg(long)]
+    no_micro: bool,
+    /// VMs of the microbenchmarks' fleets (default: --vms).
+    #[arg(long)]
+    micro_vms: Option<u32>,
+    /// Read bench-NAME.wasm from this folder instead of the modules built into the runner.
+    #[arg(long, value_name = "DIR")]
+    guests: Option<PathBuf>,
+}
+
+fn settings(a: &Args) -> anyhow::Result<Settings> {
+    let mut s = if a.quick {
+        Settings::quick()
+    } else {
+        Settings::full()
+    };
+    s.seed = a.seed;
+    s.vms = a.vms.unwrap_or(s.vms);
+    s.batches = a.batches.unwrap_or(s.batches);
+    if s.vms == 0 || s.batches == 0 {
+        anyhow::bail!("--vms and --batches must be at least 1");
+    }
+    if let Some(secs) = a.min_seconds {
+        s.min_time = Duration::try_from_secs_f64(secs).map_err(|_| {
+            anyhow::anyhow!("--min-seconds must be a non-negative number, not {secs}")
+        })?;
+    }
+    if let Some(w) = a.workers {
+        anyhow::ensure!(w > 0, "--workers must be at least 1");
+        s.workers = w;
+    }
+    s.benchmarks = a.benchmarks.clone();
+    warpvisor_bench::select(&s.benchmarks).map_err(anyhow::Error::msg)?;
+    s.platforms = a
+        .platforms
+        .iter()
+        .map(|n| {
+            Platform::from_name(n).ok_or_else(|| {
+                anyhow::anyhow!("no platform called `{n}` (native, wasmtime, cpu, opencl, cuda)")
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if !s.platforms.is_empty() && !s.platforms.contains(&Platform::Native) {
+        // Every number is validated against the native build, so it always runs.
+        s.platforms.push(Platform::Native);
+    }
+    if let Some(i) = a.interleave {
+        anyhow::ensure!(
+            [0, 4, 8].contains(&i),
+            "--interleave must be 0, 4 or 8, not {i}"
+        );
+        s.interleave = Some(i);
+    }
+    s.opt_level = a.opt_level;
+    s.partition_ops = a.partition_ops;
+    s.micro = !a.no_micro;
+    s.micro_vms = a.micro_vms.unwrap_or(s.vms);
+    anyhow::ensure!(s.micro_vms > 0, "--micro-vms must be at least 1");
+    s.guests = a.guests.clone();
+    Ok(s)
+}
+
+fn run(a: Args) -> anyhow::Result<bool> {
+    let s = settings(&a)?;
+    let report =
+        warpvisor_bench::run(&s, &|line| eprintln!("{line}")).map_err(anyhow::Error::msg)?;
+    let md = markdown::render(&report);
+    std::io::stdout().write_all(md.as_bytes())?;
+    if let Some(path) = &a.markdown {
+        std::fs::write(path, &md).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &a.json {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    let chart_path = a
+        .chart
+        .clone()
+        .or_else(|| a.json.as_ref().map(|j| j.with_extension("svg")));
+    if let Some(path) = chart_path {
+        chart::write_svg(&report, &path).map_err(anyhow::Error::msg)?;
+    }
+    if !report.all_validated() {
+        eprintln!("error: not every benchmark was validated on every platform (see the report)");
+    }
+    Ok(report.all_validated())
+}
+
+fn main() -> ExitCode {
+    let args = match Args::try_parse() {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match run(args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,295 @@
+//! The report as Markdown: the tables `docs/benchmarks.md` carries.
+
+use std::fmt::Write;
+
+use super::{BenchmarkResult, PlatformRun, Report, RunStatus};
+use crate::micro::MicroResults;
+use crate::platform::{PerPlatform, Platform};
+
+/// The whole report as Markdown.
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let s = &r.settings;
+    let _ = writeln!(
+        out,
+        "Machine: {} ({} threads, {} GiB, {}). {} run: {} requests per benchmark, fleets of {} VMs, at least {:.1} s per platform, {} workers, device opt-level {}, seed {}. Total {:.0} s.\n",
+        r.machine.cpu,
+        r.machine.cores,
+        r.machine.memory_gib,
+        r.machine.os,
+        if s.quick { "Quick" } else { "Full" },
+        s.requests,
+        s.vms,
+        s.min_seconds,
+        s.workers,
+        s.opt_level,
+        s.seed,
+        r.total_seconds
+    );
+    out.push_str("Platforms:\n");
+    for a in &r.platforms {
+        let _ = writeln!(
+            out,
+            "- `{}`: {}{}",
+            a.platform,
+            if a.available { "" } else { "not run — " },
+            a.detail
+        );
+    }
+    for p in [Platform::Cpu, Platform::OpenCl, Platform::Cuda] {
+        if let (Some(i), Some(ops)) = (s.interleave.get(p), s.partition_ops.get(p)) {
+            let _ = writeln!(
+                out,
+                "- `{}` kernels: interleave {i}, partitions of {ops} operators (0: one kernel)",
+                p.key()
+            );
+        }
+    }
+    out.push('\n');
+    throughput_table(&mut out, &r.benchmarks);
+    ratio_table(&mut out, &r.benchmarks);
+    latency_table(&mut out, &r.benchmarks);
+    phase_table(&mut out, &r.benchmarks);
+    failures(&mut out, &r.benchmarks);
+    if let Some(m) = &r.microbenchmarks {
+        micro_tables(&mut out, m);
+    }
+    out
+}
+
+fn header(out: &mut String, first: &[&str], platforms: &[Platform]) {
+    let mut cols: Vec<String> = first.iter().map(|c| c.to_string()).collect();
+    cols.extend(platforms.iter().map(|p| format!("`{}`", p.key())));
+    let _ = writeln!(out, "| {} |", cols.join(" | "));
+    let align: Vec<&str> = (0..cols.len())
+        .map(|i| if i < first.len() { "---" } else { "---:" })
+        .collect();
+    let _ = writeln!(out, "|{}|", align.join("|"));
+}
+
+/// The cell of platform `p` in row `b`: `value(x)` where `values` has one, else why not.
+fn cell(
+    b: &BenchmarkResult,
+    p: Platform,
+    values: &PerPlatform<f64>,
+    value: impl Fn(f64) -> String,
+) -> String {
+    if let Some(&v) = values.get(p) {
+        return value(v);
+    }
+    match b
+        .runs
+        .iter()
+        .find(|r| r.platform == p.key())
+        .map(|r| r.status)
+    {
+        Some(RunStatus::Mismatch) => "✗ differs".into(),
+        Some(RunStatus::Error) => "✗ failed".into(),
+        _ => "—".into(),
+    }
+}
+
+fn throughput_table(out: &mut String, benches: &[BenchmarkResult]) {
+    out.push_str("### Throughput (requests/s)\n\n");
+    header(out, &["Benchmark", "Validated"], &Platform::ALL);
+    for b in benches {
+        let cells: Vec<String> = Platform::ALL
+            .iter()
+            .map(|&p| cell(b, p, &b.throughput, |v| format!("{v:.1}")))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            b.title,
+            if b.validated { "yes" } else { "**no**" },
+            cells.join(" | ")
+        );
+    }
+    out.push('\n');
+}
+
+fn ratio_table(out: &mut String, benches: &[BenchmarkResult]) {
+    let platforms = &Platform::ALL[1..];
+    out.push_str("### Throughput relative to `native-x86` (and to `wasmtime`)\n\n");
+    header(out, &["Benchmark"], platforms);
+    for b in benches {
+        let cells: Vec<String> = platforms
+            .iter()
+            .map(|&p| {
+                cell(b, p, &b.ratio_to_native, |v| {
+                    match b.ratio_to_wasmtime.get(p) {
+                        Some(w) if p != Platform::Wasmtime => format!("{v:.3}× ({w:.2}×)"),
+                        _ => format!("{v:.3}×"),
+                    }
+                })
+            })
+            .collect();
+        let _ = writeln!(out, "| {} | {} |", b.title, cells.join(" | "));
+    }
+    out.push('\n');
+}
+
+fn latency_table(out: &mut String, benches: &[BenchmarkResult]) {
+    out.push_str("### Batch latency (ms): one request on `native-x86` and `wasmtime`, one fleet of requests on warpvisor\n\n");
+    header(out, &["Benchmark"], &Platform::ALL);
+    for b in benches {
+        let cells: Vec<String> = Platform::ALL
+            .iter()
+            .map(|&p| cell(b, p, &b.batch_latency_ms, |v| format!("{v:.2}")))
+            .collect();
+        let _ = writeln!(out, "| {} | {} |", b.title, cells.join(" | "));
+    }
+    out.push('\n');
+}
+
+fn phase_table(out: &mut String, benches: &[BenchmarkResult]) {
+    let rows: Vec<(&BenchmarkResult, &PlatformRun)> = benches
+        .iter()
+        .flat_map(|b| b.runs.iter().map(move |r| (b, r)))
+        .filter(|(_, r)| r.phases.is_some() && r.status == RunStatus::Validated)
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("### Where warpvisor's time goes\n\n");
+    out.push_str("Shares of the timed passes' wall time; counts per request. *Continuations* estimates the save/restore time inside execution as slow calls × the backend's measured cost of one (see *Slow-call cost*).\n\n");
+    out.push_str("| Benchmark | Platform | Build s | Execute | Continuations (est.) | Transfers | Hypercalls | Instantiate | Other | Launches / batch | Slow calls / req | Saved values / req | Indirect calls / req |\n");
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (b, r) in rows {
+        let Some(ph) = r.phases else { continue };
+        let pct = |x: f64| format!("{:.1}%", 100.0 * x / r.seconds.max(1e-9));
+        let per_req = |x: u64| format!("{:.0}", x as f64 / r.requests.max(1) as f64);
+        let batches = (r.requests as f64 / r.batch_size.max(1) as f64).max(1.0);
+        let _ = writeln!(
+            out,
+            "| {} | `{}` | {:.1} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} |",
+            b.title,
+            r.platform,
+            r.build_seconds + r.warmup_seconds,
+            pct(ph.execute_seconds),
+            ph.continuations_estimate_seconds.map_or("—".into(), pct),
+            pct(ph.transfer_seconds),
+            pct(ph.hypercall_seconds),
+            pct(ph.instantiate_seconds),
+            pct(ph.other_seconds),
+            ph.launches as f64 / batches,
+            per_req(ph.slow_calls),
+            per_req(ph.saved_words),
+            per_req(ph.indirect_calls),
+        );
+    }
+    out.push('\n');
+}
+
+fn failures(out: &mut String, benches: &[BenchmarkResult]) {
+    let bad: Vec<(&BenchmarkResult, &PlatformRun)> = benches
+        .iter()
+        .flat_map(|b| b.runs.iter().map(move |r| (b, r)))
+        .filter(|(_, r)| r.status != RunStatus::Validated)
+        .collect();
+    if bad.is_empty() {
+        return;
+    }
+    out.push_str("### Not validated\n\n");
+    for (b, r) in bad {
+        let _ = writeln!(
+            out,
+            "- {} on `{}`: {}",
+            b.title,
+            r.platform,
+            r.detail.as_deref().unwrap_or("").replace('\n', " ")
+        );
+    }
+    out.push('\n');
+}
+
+fn micro_tables(out: &mut String, m: &MicroResults) {
+    if !m.slow_call.is_empty() {
+        out.push_str("### Slow-call cost\n\n| Platform | VMs | ns per slow call (over a plain call) | ns per plain call |\n|---|---:|---:|---:|\n");
+        for s in &m.slow_call {
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {:.2} | {:.3} |",
+                s.platform, s.vms, s.ns_per_slow_call, s.ns_per_plain_call
+            );
+        }
+        out.push_str(
+            "\nFleet execution time divided by the calls of all VMs (they run at once).\n\n",
+        );
+    }
+    for p in &m.peak_copy {
+        let rows: Vec<_> = m
+            .memcopy
+            .iter()
+            .filter(|r| r.platform == p.platform)
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "### Memcopy bandwidth on `{}` (GB/s and share of the device's own copy, {:.2} GB/s)\n",
+            p.platform, p.gb_per_s
+        );
+        let mut unrolls: Vec<u32> = rows.iter().map(|r| r.unroll).collect();
+        unrolls.sort_unstable();
+        unrolls.dedup();
+        let heads: Vec<String> = unrolls.iter().map(|u| format!("unroll {u}")).collect();
+        let _ = writeln!(
+            out,
+            "| Interleave | Width (bytes) | {} |",
+            heads.join(" | ")
+        );
+        let _ = writeln!(out, "|---:|---:|{}|", vec!["---:"; unrolls.len()].join("|"));
+        let mut keys: Vec<(u32, u32)> = rows.iter().map(|r| (r.interleave, r.width)).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for (interleave, width) in keys {
+            let cells: Vec<String> = unrolls
+                .iter()
+                .map(|&u| {
+                    rows.iter()
+                        .find(|r| r.interleave == interleave && r.width == width && r.unroll == u)
+                        .map_or("—".into(), |r| {
+                            format!("{:.2} ({:.0}%)", r.gb_per_s, 100.0 * r.fraction_of_peak)
+                        })
+                })
+                .collect();
+            let _ = writeln!(out, "| {interleave} | {width} | {} |", cells.join(" | "));
+        }
+        out.push('\n');
+    }
+    if !m.transfer.is_empty() {
+        let mut platforms: Vec<&str> = m.transfer.iter().map(|t| t.platform).collect();
+        platforms.dedup();
+        out.push_str("### Hypercall transfer bandwidth (GB/s in + out; in parentheses, over hypercall service and transfer time only)\n\n");
+        let _ = writeln!(
+            out,
+            "| Bytes per VM | {} |",
+            platforms
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+        let _ = writeln!(out, "|---:|{}|", vec!["---:"; platforms.len()].join("|"));
+        let mut sizes: Vec<usize> = m.transfer.iter().map(|t| t.bytes_per_vm).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for size in sizes {
+            let cells: Vec<String> = platforms
+                .iter()
+                .map(|p| {
+                    m.transfer
+                        .iter()
+                        .find(|t| t.platform == *p && t.bytes_per_vm == size)
+                        .map_or("—".into(), |t| {
+                            format!("{:.3} ({:.3})", t.gb_per_s, t.service_gb_per_s)
+                        })
+                })
+                .collect();
+            let _ = writeln!(out, "| {} KiB | {} |", size >> 10, cells.join(" | "));
+        }
+        out.push('\n');
+    }
+}

@@ -1,0 +1,295 @@
+//! One benchmark on every platform: generate its requests, serve them natively, on wasmtime
+//! and on each warpvisor backend, check every reply against the native build's, and only then
+//! report numbers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use warpvisor::backend::wasmtime::{WasiSetup, WasmtimeBackend, WasmtimeConfig};
+use warpvisor::vmm::{FleetConfig, FleetStats, Program};
+use warpvisor::wasi::program::{WasiFleet, WasiRunConfig};
+use warpvisor::wasi::WasiJob;
+use warpvisor_workloads::Workload;
+
+use crate::harness::{self, Served};
+use crate::platform::{KernelPlatform, PerPlatform, Platform};
+use crate::report::{BenchmarkResult, Latency, Phases, PlatformRun, RunStatus};
+use crate::settings::Settings;
+use crate::{guests, validation};
+
+/// The platforms of one run of the suite, opened once and reused by every benchmark.
+pub struct Suite<'s> {
+    settings: &'s Settings,
+    kernels: &'s [KernelPlatform],
+    wasmtime: Option<WasmtimeBackend>,
+}
+
+/// What one platform's run produced before validation.
+struct Outcome {
+    served: Served,
+    build_seconds: f64,
+    phases: Option<Phases>,
+}
+
+impl<'s> Suite<'s> {
+    /// A suite over `kernels` (the warpvisor backends that opened) and the baselines that
+    /// `settings` asks for.
+    pub fn new(settings: &'s Settings, kernels: &'s [KernelPlatform]) -> Result<Self, String> {
+        let wasmtime = if settings.wants(Platform::Wasmtime) {
+            Some(
+                WasmtimeBackend::new(WasmtimeConfig {
+                    workers: settings.workers,
+                    fuel: None,
+                    timeout: None,
+                })
+                .map_err(|e| e.to_string())?,
+            )
+        } else {
+            None
+        };
+        Ok(Suite {
+            settings,
+            kernels,
+            wasmtime,
+        })
+    }
+
+    /// Runs benchmark `w` on every platform; `progress` hears one line per platform.
+    pub fn run(&self, w: &Workload, progress: &dyn Fn(&str)) -> BenchmarkResult {
+        let requests = w.requests(self.settings.seed, self.settings.requests());
+        let mut result = BenchmarkResult {
+            name: w.name,
+            title: w.title,
+            summary: w.summary,
+            validated: true,
+            requests: requests.len(),
+            request_bytes: mean_len(requests.iter().map(Vec::len)),
+            reply_bytes: 0.0,
+            throughput: PerPlatform::default(),
+            ratio_to_native: PerPlatform::default(),
+            ratio_to_wasmtime: PerPlatform::default(),
+            batch_latency_ms: PerPlatform::default(),
+            runs: Vec::new(),
+        };
+        // The native build is the reference, so it always runs.
+        let native = self.native(w, &requests);
+        let reference = native.served.replies.clone();
+        result.reply_bytes = mean_len(reference.iter().map(|r| r.stdout.len()));
+        let reference_ok = validation::check_reference(&reference);
+        let mut outcomes = vec![(Platform::Native, Ok(native))];
+        let wasm = guests::module(w.name, self.settings.guests.as_deref());
+        if let Some(wt) = &self.wasmtime {
+            let o = wasm
+                .clone()
+                .and_then(|m| self.wasmtime(wt, w, &m, &requests));
+            outcomes.push((Platform::Wasmtime, o));
+        }
+        for k in self.kernels {
+            progress(&format!(
+                "  {}: building kernels and running on {}",
+                w.name,
+                k.platform.key()
+            ));
+            let o = wasm
+                .clone()
+                .and_then(|m| self.warpvisor(k, w, &m, &requests));
+            outcomes.push((k.platform, o));
+        }
+        for (p, o) in outcomes {
+            let run = match o {
+                Ok(o) => {
+                    let verdict = reference_ok
+                        .clone()
+                        .and_then(|()| validation::compare(&reference, &o.served.replies));
+                    platform_run(p, &o, verdict)
+                }
+                Err(e) => failed_run(p, e),
+            };
+            progress(&describe(w.name, &run));
+            if run.status == RunStatus::Validated {
+                result.throughput.set(p, run.throughput);
+                result.batch_latency_ms.set(p, run.batch_latency_ms.mean);
+            } else {
+                result.validated = false;
+            }
+            result.runs.push(run);
+        }
+        for p in Platform::ALL {
+            if let Some(&t) = result.throughput.get(p) {
+                if let Some(&n) = result.throughput.get(Platform::Native) {
+                    result.ratio_to_native.set(p, t / n);
+                }
+                if let Some(&m) = result.throughput.get(Platform::Wasmtime) {
+                    result.ratio_to_wasmtime.set(p, t / m);
+                }
+            }
+        }
+        result
+    }
+
+    fn native(&self, w: &Workload, requests: &[Vec<u8>]) -> Outcome {
+        let run = w.run;
+        let served = harness::on_threads(
+            requests,
+            self.settings.workers,
+            self.settings.min_time,
+            &|r| validation::native_reply(run(r)),
+        );
+        Outcome {
+            served,
+            build_seconds: 0.0,
+            phases: None,
+        }
+    }
+
+    fn wasmtime(
+        &self,
+        wt: &WasmtimeBackend,
+        w: &Workload,
+        wasm: &[u8],
+        requests: &[Vec<u8>],
+    ) -> Result<Outcome, String> {
+        let start = Instant::now();
+        let setup = WasiSetup {
+            program_name: w.name.to_string(),
+            max_memory_pages: w.memory_pages,
+            ..WasiSetup::default()
+        };
+        let program = wt.prepare_wasi(wasm, &setup).map_err(|e| e.to_string())?;
+        let build_seconds = start.elapsed().as_secs_f64();
+        let served = harness::on_threads(
+            requests,
+            self.settings.workers,
+            self.settings.min_time,
+            &|r| program.run(&job(r)),
+        );
+        Ok(Outcome {
+            served,
+            build_seconds,
+            phases: None,
+        })
+    }
+
+    fn warpvisor(
+        &self,
+        k: &KernelPlatform,
+        w: &Workload,
+        wasm: &[u8],
+        requests: &[Vec<u8>],
+    ) -> Result<Outcome, String> {
+        let start = Instant::now();
+        let program =
+            Program::compile(wasm, &k.kernel, k.backend.as_ref()).map_err(|e| format!("{e:#}"))?;
+        let config = WasiRunConfig {
+            fleet: FleetConfig {
+                num_vms: self.settings.vms,
+                max_memory_pages: w.memory_pages,
+                ..FleetConfig::default()
+            },
+            program_name: w.name.to_string(),
+            preopens: Vec::new(),
+            allow_unknown_imports: false,
+        };
+        let mut fleet = WasiFleet::new(Arc::new(program), &config).map_err(|e| e.to_string())?;
+        let build_seconds = start.elapsed().as_secs_f64();
+        let jobs: Vec<WasiJob> = requests.iter().map(|r| job(r)).collect();
+        let (served, stats) = harness::on_fleet(&mut fleet, &jobs, self.settings.min_time)
+            .map_err(|e| e.to_string())?;
+        let phases = phases(&stats, served.wall.as_secs_f64());
+        Ok(Outcome {
+            served,
+            build_seconds,
+            phases: Some(phases),
+        })
+    }
+}
+
+/// A WASI job whose stdin is the request.
+fn job(request: &[u8]) -> WasiJob {
+    WasiJob {
+        stdin: request.to_vec(),
+        ..WasiJob::default()
+    }
+}
+
+fn mean_len(lens: impl ExactSizeIterator<Item = usize>) -> f64 {
+    let n = lens.len().max(1) as f64;
+    lens.sum::<usize>() as f64 / n
+}
+
+/// The phases of `stats`, over `wall` seconds of timed passes.
+fn phases(stats: &FleetStats, wall: f64) -> Phases {
+    let execute = stats.execute.as_secs_f64();
+    let transfer = stats.transfer.as_secs_f64();
+    let hypercall = stats.hypercall_service.as_secs_f64();
+    let instantiate = stats.instantiate.as_secs_f64();
+    Phases {
+        execute_seconds: execute,
+        transfer_seconds: transfer,
+        hypercall_seconds: hypercall,
+        instantiate_seconds: instantiate,
+        other_seconds: (wall - execute - transfer - hypercall - instantiate).max(0.0),
+        launches: stats.launches,
+        hypercalls: stats.hypercalls,
+        slow_calls: stats.slow_calls,
+        indirect_calls: stats.indirect_calls,
+        saved_words: stats.saved_words,
+        continuations_estimate_seconds: None,
+    }
+}
+
+fn platform_run(p: Platform, o: &Outcome, verdict: Result<(), String>) -> PlatformRun {
+    let (status, detail) = match verdict {
+        Ok(()) => (RunStatus::Validated, None),
+        Err(e) => (RunStatus::Mismatch, Some(e)),
+    };
+    PlatformRun {
+        platform: p.key(),
+        status,
+        detail,
+        build_seconds: o.build_seconds,
+        warmup_seconds: o.served.warmup.as_secs_f64(),
+        requests: o.served.requests,
+        seconds: o.served.wall.as_secs_f64(),
+        throughput: o.served.throughput(),
+        batch_size: o.served.batch_size,
+        batch_latency_ms: Latency::of(&o.served.latencies),
+        phases: o.phases,
+    }
+}
+
+fn failed_run(p: Platform, error: String) -> PlatformRun {
+    PlatformRun {
+        platform: p.key(),
+        status: RunStatus::Error,
+        detail: Some(error),
+        build_seconds: 0.0,
+        warmup_seconds: 0.0,
+        requests: 0,
+        seconds: 0.0,
+        throughput: 0.0,
+        batch_size: 0,
+        batch_latency_ms: Latency::default(),
+        phases: None,
+    }
+}
+
+/// One progress line: the platform's throughput, or why it has none.
+fn describe(name: &str, run: &PlatformRun) -> String {
+    match run.status {
+        RunStatus::Validated => format!(
+            "  {name}: {:<17} {:>10.1} req/s  (build {:.1} s, warm-up {:.1} s, {} requests in {:.1} s)",
+            run.platform, run.throughput, run.build_seconds, run.warmup_seconds, run.requests, run.seconds
+        ),
+        RunStatus::Mismatch => format!(
+            "  {name}: {:<17} NOT VALIDATED: {}",
+            run.platform,
+            run.detail.as_deref().unwrap_or("")
+        ),
+        RunStatus::Error => format!(
+            "  {name}: {:<17} FAILED: {}",
+            run.platform,
+            run.detail.as_deref().unwrap_or("")
+        ),
+    }
+}

@@ -1,0 +1,4 @@
+//! The bill_pdf benchmark as a WASI program: one request on stdin, the reply on stdout.
+fn main() -> std::process::ExitCode {
+    warpvisor_workloads::serve(warpvisor_workloads::bill_pdf::run)
+}

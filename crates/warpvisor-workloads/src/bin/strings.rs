@@ -1,0 +1,4 @@
+//! The strings benchmark as a WASI program: one request on stdin, the reply on stdout.
+fn main() -> std::process::ExitCode {
+    warpvisor_workloads::serve(warpvisor_workloads::strings::run)
+}

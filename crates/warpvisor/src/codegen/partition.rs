@@ -1,0 +1,389 @@
+//! Splitting a big program into several kernels (partitions), because device compilers take
+//! time that grows faster than linearly with kernel size.
+//!
+//! A partition holds a set of *dispatchable* functions — continuations, and the fastcalls the
+//! trampoline can start — plus every fastcall they reach (fastcalls are duplicated where
+//! several partitions need them). A slow call to a function of another partition stops the
+//! VM (`WV_ELSEWHERE`) until the VMM launches that partition: a kernel launch per crossing.
+//! So the planner keeps callers with their callees, hot call sites first, in the manner of
+//! Pettis–Hansen procedure placement:
+//!
+//! 1. each slow-call edge (a continuation calling a dispatchable function, directly or
+//!    through `call_indirect`) weighs `8^d`, `d` the loop nesting of its call site;
+//! 2. starting from one cluster per function, edges are taken heaviest first, and the
+//!    clusters at their ends merge when the merged code — continuations plus the fastcalls
+//!    they inline, each counted once — fits the operator budget;
+//! 3. clusters are packed, in order of their first function, into partitions up to the budget;
+//! 4. each partition then copies in the callees it calls inside loops, heaviest first, up to
+//!    half as much code again as the larger of the budget and its own size. This is what keeps
+//!    a giant function (one that alone exceeds the budget, as link-time optimisation makes
+//!    them) from crossing kernels at every call in its loops.
+
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+use wasmparser::Operator;
+
+use super::ModuleContext;
+use crate::analysis::CallGraph;
+use crate::frontend::{ExportKind, Module};
+
+/// Deepest loop nesting that still raises an edge's weight.
+const MAX_DEPTH: u32 = 6;
+/// Weight of a call site in a loop: only those are worth copying a callee for.
+const IN_LOOP: u64 = 8;
+
+/// One kernel of a partitioned program.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Partition {
+    /// The functions this partition is the home of: a VM waiting to run one is launched here.
+    pub home: Vec<u32>,
+    /// Every function its trampoline starts: its home functions and copies of hot callees.
+    pub starts: Vec<u32>,
+}
+
+/// Functions the trampoline may be asked to start: continuations, and fastcalls that are
+/// exported, referenced by tables, or the start function.
+pub(crate) fn dispatchable(module: &Module<'_>, graph: &CallGraph) -> Vec<bool> {
+    let mut d = graph.yields.clone();
+    for (f, r) in graph.referenceable.iter().enumerate() {
+        d[f] |= *r;
+    }
+    for e in &module.exports {
+        if let ExportKind::Func(f) = e.kind {
+            d[f as usize] = true;
+        }
+    }
+    if let Some(s) = module.start {
+        d[s as usize] = true;
+    }
+    for x in d.iter_mut().take(module.imported_funcs) {
+        *x = false; // imports are hypercalls in every partition
+    }
+    d
+}
+
+/// The fastcalls reachable from `roots` without going through the trampoline.
+pub(crate) fn fastcall_closure(
+    graph: &CallGraph,
+    roots: impl IntoIterator<Item = u32>,
+) -> BTreeSet<u32> {
+    let mut seen = BTreeSet::new();
+    let mut work: Vec<u32> = roots.into_iter().collect();
+    while let Some(f) = work.pop() {
+        for &c in &graph.callees[f as usize] {
+            if !graph.yields[c as usize] && seen.insert(c) {
+                work.push(c);
+            }
+        }
+    }
+    seen
+}
+
+fn cost(module: &Module<'_>, f: u32) -> usize {
+    module.body(f).map_or(0, |b| b.ops.len())
+}
+
+/// Groups the dispatchable functions into partitions of at most `budget` operators (each
+/// counted with the fastcalls it needs; a function bigger than the budget gets a partition of
+/// its own); `budget == 0` keeps one partition.
+pub(crate) fn plan(
+    ctx: &ModuleContext<'_, '_>,
+    dispatchable: &[bool],
+    budget: u32,
+) -> Vec<Partition> {
+    let module = ctx.module;
+    let starts: Vec<u32> = (0..module.funcs.len() as u32)
+        .filter(|&f| dispatchable[f as usize])
+        .collect();
+    if budget == 0 {
+        return vec![Partition {
+            home: starts.clone(),
+            starts,
+        }];
+    }
+    let budget = budget as usize;
+    // Each start with the code it brings: itself and its fastcall closure.
+    let code: Vec<BTreeSet<u32>> = starts
+        .iter()
+        .map(|&f| {
+            let mut c = fastcall_closure(ctx.graph, [f]);
+            c.insert(f);
+            c
+        })
+        .collect();
+    let size = |set: &BTreeSet<u32>| set.iter().map(|&g| cost(module, g)).sum::<usize>();
+    let mut slot_of = vec![usize::MAX; module.funcs.len()];
+    for (i, &f) in starts.iter().enumerate() {
+        slot_of[f as usize] = i;
+    }
+    // Union-find over starts; each root holds its cluster's members and code.
+    let mut parent: Vec<usize> = (0..starts.len()).collect();
+    let mut members: Vec<Vec<u32>> = starts.iter().map(|&f| vec![f]).collect();
+    let mut bodies = code;
+    let mut sizes: Vec<usize> = bodies.iter().map(size).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let edges = slow_call_edges(ctx, &slot_of);
+    for &(a, b, _) in &edges {
+        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+        if ra == rb || sizes[ra] + sizes[rb] > budget * 2 {
+            continue; // no merge can fit when even the disjoint sum is far over budget
+        }
+        let extra: usize = bodies[rb]
+            .iter()
+            .filter(|g| !bodies[ra].contains(g))
+            .map(|&g| cost(module, g))
+            .sum();
+        if sizes[ra] + extra > budget {
+            continue;
+        }
+        let moved = std::mem::take(&mut bodies[rb]);
+        bodies[ra].extend(moved);
+        let moved = std::mem::take(&mut members[rb]);
+        members[ra].extend(moved);
+        sizes[ra] += extra;
+        parent[rb] = ra;
+    }
+    // Pack the clusters, in order of their first function, into partitions.
+    let mut clusters: Vec<(Vec<u32>, BTreeSet<u32>)> = (0..starts.len())
+        .filter(|&i| parent[i] == i)
+        .map(|i| {
+            let mut m = std::mem::take(&mut members[i]);
+            m.sort_unstable();
+            (m, std::mem::take(&mut bodies[i]))
+        })
+        .collect();
+    clusters.sort_by_key(|(m, _)| m[0]);
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let mut current: (Vec<u32>, BTreeSet<u32>) = (Vec::new(), BTreeSet::new());
+    for (m, b) in clusters {
+        let extra: usize = b
+            .iter()
+            .filter(|g| !current.1.contains(g))
+            .map(|&g| cost(module, g))
+            .sum();
+        if !current.0.is_empty() && size(&current.1) + extra > budget {
+            groups.push(std::mem::take(&mut current.0));
+            current.1.clear();
+        }
+        current.0.extend(m);
+        current.1.extend(b);
+    }
+    if !current.0.is_empty() || groups.is_empty() {
+        groups.push(current.0);
+    }
+    // Callers' hot callees, by function: (callee, weight).
+    let mut hot: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
+    for &(a, b, w) in &edges {
+        if w >= IN_LOOP {
+            hot.entry(starts[a]).or_default().push((starts[b], w));
+        }
+    }
+    groups
+        .into_iter()
+        .map(|mut home| {
+            home.sort_unstable();
+            let starts = with_hot_callees(ctx, &home, &hot, budget);
+            Partition { home, starts }
+        })
+        .collect()
+}
+
+/// `home` plus copies of the callees its functions call in loops — direct callees first,
+/// heaviest call first, then the hot callees of those copies, and so on — while the code stays
+/// within half as much again as the larger of `budget` and `home`'s own code. (Static weights
+/// compare call sites within one caller well and across call chains badly, so distance in the
+/// call chain decides first.)
+fn with_hot_callees(
+    ctx: &ModuleContext<'_, '_>,
+    home: &[u32],
+    hot: &BTreeMap<u32, Vec<(u32, u64)>>,
+    budget: usize,
+) -> Vec<u32> {
+    let module = ctx.module;
+    let mut starts: BTreeSet<u32> = home.iter().copied().collect();
+    let mut code = fastcall_closure(ctx.graph, home.iter().copied());
+    code.extend(home);
+    let mut size: usize = code.iter().map(|&g| cost(module, g)).sum();
+    let limit = budget.max(size) * 3 / 2;
+    use std::cmp::Reverse;
+    // (distance in the call chain, weight, callee): nearest first, then heaviest.
+    let mut queue: BinaryHeap<(Reverse<u32>, u64, Reverse<u32>)> = home
+        .iter()
+        .flat_map(|f| hot.get(f).into_iter().flatten())
+        .map(|&(callee, w)| (Reverse(1), w, Reverse(callee)))
+        .collect();
+    while let Some((Reverse(distance), _, Reverse(callee))) = queue.pop() {
+        if starts.contains(&callee) {
+            continue;
+        }
+        let mut brings = fastcall_closure(ctx.graph, [callee]);
+        brings.insert(callee);
+        let extra: usize = brings
+            .iter()
+            .filter(|g| !code.contains(g))
+            .map(|&g| cost(module, g))
+            .sum();
+        if size + extra > limit {
+            continue;
+        }
+        size += extra;
+        code.extend(brings);
+        starts.insert(callee);
+        for &(next, w) in hot.get(&callee).into_iter().flatten() {
+            queue.push((Reverse(distance + 1), w, Reverse(next)));
+        }
+    }
+    starts.into_iter().collect()
+}
+
+/// The slow-call edges between dispatchable functions as `(caller slot, callee slot, weight)`,
+/// heaviest first (ties in a fixed order, so that plans are reproducible).
+fn slow_call_edges(ctx: &ModuleContext<'_, '_>, slot_of: &[usize]) -> Vec<(usize, usize, u64)> {
+    let module = ctx.module;
+    let mut weights: std::collections::BTreeMap<(usize, usize), u64> = Default::default();
+    for (i, body) in module.bodies.iter().enumerate() {
+        let f = module.imported_funcs + i;
+        // Only continuations make slow calls: fastcalls call their callees as plain C.
+        if !ctx.graph.yields[f] || slot_of[f] == usize::MAX {
+            continue;
+        }
+        let mut loops: Vec<bool> = Vec::new();
+        let mut depth = 0u32;
+        for op in &body.ops {
+            let targets: Vec<u32> = match op {
+                Operator::Block { .. } | Operator::If { .. } => {
+                    loops.push(false);
+                    continue;
+                }
+                Operator::Loop { .. } => {
+                    loops.push(true);
+                    depth += 1;
+                    continue;
+                }
+                Operator::End => {
+                    if loops.pop() == Some(true) {
+                        depth -= 1;
+                    }
+                    continue;
+                }
+                Operator::Call { function_index } if ctx.graph.yields[*function_index as usize] => {
+                    vec![*function_index]
+                }
+                Operator::CallIndirect { type_index, .. } => ctx.graph.indirect_targets(
+                    module,
+                    ctx.sigs,
+                    ctx.sigs.of_type[*type_index as usize],
+                ),
+                _ => continue,
+            };
+            let w = 8u64.pow(depth.min(MAX_DEPTH));
+            for t in targets {
+                let to = slot_of[t as usize];
+                if to != usize::MAX && to != slot_of[f] {
+                    *weights.entry((slot_of[f], to)).or_default() += w;
+                }
+            }
+        }
+    }
+    let mut edges: Vec<(usize, usize, u64)> =
+        weights.into_iter().map(|((a, b), w)| (a, b, w)).collect();
+    edges.sort_by(|x, y| y.2.cmp(&x.2).then((x.0, x.1).cmp(&(y.0, y.1))));
+    edges
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::Signatures;
+
+    /// Three recursive (hence continuation) functions of 40-odd operators each: `$hot` calls
+    /// `$leaf` in a loop, `$cold` calls it once. With room for two per partition, the loop's
+    /// caller and callee share one.
+    #[test]
+    fn hot_callers_share_a_partition_with_their_callees() {
+        let body = "(drop (i32.add (i32.const 1) (i32.const 2)))".repeat(10);
+        let wat = format!(
+            r#"(module
+              (func $cold (export "cold") (param i32) (result i32)
+                {body}
+                (if (result i32) (local.get 0) (then (call $cold (i32.const 0))) (else (call $leaf (i32.const 1)))))
+              (func $leaf (param i32) (result i32)
+                {body}
+                (if (result i32) (local.get 0) (then (call $leaf (i32.const 0))) (else (i32.const 7))))
+              (func $hot (export "hot") (param i32) (result i32) (local i32)
+                {body}
+                (loop $l (local.set 1 (call $leaf (local.get 0)))
+                  (br_if $l (i32.eqz (local.get 1))))
+                (if (result i32) (local.get 0) (then (call $hot (i32.const 0))) (else (local.get 1)))))"#
+        );
+        let binary = wat::parse_str(&wat).unwrap();
+        let module = crate::frontend::load(&binary).unwrap();
+        let sigs = Signatures::new(&module);
+        let graph = CallGraph::new(&module, &sigs);
+        let ctx = ModuleContext {
+            module: &module,
+            sigs: &sigs,
+            graph: &graph,
+        };
+        let d = dispatchable(&module, &graph);
+        let sizes: Vec<usize> = (0..3).map(|f| cost(&module, f)).collect();
+        let budget = (sizes[1] + sizes[2] + 1) as u32;
+        assert!(budget < (sizes[0] + sizes[1] + sizes[2]) as u32);
+        let homes: Vec<Vec<u32>> = plan(&ctx, &d, budget).into_iter().map(|p| p.home).collect();
+        assert_eq!(homes, vec![vec![0], vec![1, 2]]);
+        // Index order alone would have paired $cold with $leaf.
+        let one = plan(&ctx, &d, 0);
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].home, vec![0, 1, 2]);
+    }
+
+    /// A function bigger than the budget keeps its partition, and takes in a copy of the
+    /// callee it calls in a loop; the callee's home stays elsewhere.
+    #[test]
+    fn giants_take_copies_of_their_hot_callees() {
+        let body = "(drop (i32.add (i32.const 1) (i32.const 2)))".repeat(10);
+        let giant = "(drop (i32.add (i32.const 1) (i32.const 2)))".repeat(60);
+        let wat = format!(
+            r#"(module
+              (func $giant (export "giant") (param i32) (result i32) (local i32)
+                {giant}
+                (loop $l (local.set 1 (call $leaf (local.get 0)))
+                  (br_if $l (i32.eqz (local.get 1))))
+                (if (result i32) (local.get 0) (then (call $giant (i32.const 0))) (else (local.get 1))))
+              (func $leaf (param i32) (result i32)
+                {body}
+                (if (result i32) (local.get 0) (then (call $leaf (i32.const 0))) (else (i32.const 7))))
+              (func $other (export "other") (param i32) (result i32)
+                {body}
+                (if (result i32) (local.get 0) (then (call $other (i32.const 0))) (else (call $leaf (i32.const 1))))))"#
+        );
+        let binary = wat::parse_str(&wat).unwrap();
+        let module = crate::frontend::load(&binary).unwrap();
+        let sigs = Signatures::new(&module);
+        let graph = CallGraph::new(&module, &sigs);
+        let ctx = ModuleContext {
+            module: &module,
+            sigs: &sigs,
+            graph: &graph,
+        };
+        let d = dispatchable(&module, &graph);
+        let budget = (cost(&module, 1) + cost(&module, 2) + 1) as u32;
+        assert!(cost(&module, 0) > budget as usize);
+        let parts = plan(&ctx, &d, budget);
+        assert_eq!(parts.len(), 2, "{parts:?}");
+        assert_eq!(parts[0].home, vec![0]);
+        assert_eq!(
+            parts[0].starts,
+            vec![0, 1],
+            "the giant's loop callee is copied in"
+        );
+        assert_eq!(parts[1].home, vec![1, 2]);
+        assert_eq!(parts[1].starts, vec![1, 2]);
+    }
+}
