@@ -4,8 +4,6 @@
 //! the same number of plain calls is the baseline. Both callees keep four values live across
 //! the call, about what the benchmarks' frames hold.
 
-use std::sync::Arc;
-
 use serde::Serialize;
 use warpvisor::vmm::{Fleet, FleetConfig, Value};
 
@@ -77,7 +75,7 @@ pub fn module() -> String {
 
 /// Measures `k` with `vms` VMs, each making `reps * DEPTH` calls of each kind.
 pub fn run(k: &KernelPlatform, vms: u32, reps: u32) -> Result<SlowCallResult, String> {
-    let program: Arc<_> = build(k, &module(), k.kernel.interleave)?;
+    let program = build(k, &module(), k.kernel.interleave)?;
     let config = FleetConfig {
         num_vms: vms,
         max_memory_pages: 0,

@@ -2,7 +2,6 @@
 //! with `fd_read` and writes it back with `fd_write`, so each byte crosses between the host
 //! and the VM's memory twice, through the hypercall path a real program's I/O takes.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -73,7 +72,7 @@ pub fn module() -> String {
 
 /// Every size on `k` with `vms` VMs, `batches` timed batches each.
 pub fn run(k: &KernelPlatform, vms: u32, batches: u32) -> Result<Vec<TransferResult>, String> {
-    let program: Arc<_> = build(k, &module(), k.kernel.interleave)?;
+    let program = build(k, &module(), k.kernel.interleave)?;
     let config = WasiRunConfig {
         fleet: FleetConfig {
             num_vms: vms,

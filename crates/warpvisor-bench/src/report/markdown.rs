@@ -153,7 +153,7 @@ fn phase_table(out: &mut String, benches: &[BenchmarkResult]) {
     }
     out.push_str("### Where warpvisor's time goes\n\n");
     out.push_str("Shares of the timed passes' wall time; counts per request. *Continuations* estimates the save/restore time inside execution as slow calls × the backend's measured cost of one (see *Slow-call cost*).\n\n");
-    out.push_str("| Benchmark | Platform | Build s | Execute | Continuations (est.) | Transfers | Hypercalls | Instantiate | Other | Launches / batch | Slow calls / req | Saved values / req | Indirect calls / req |\n");
+    out.push_str("| Benchmark | Platform | Build + warm-up s | Execute | Continuations (est.) | Transfers | Hypercalls | Instantiate | Other | Launches / batch | Slow calls / req | Saved values / req | Indirect calls / req |\n");
     out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (b, r) in rows {
         let Some(ph) = r.phases else { continue };

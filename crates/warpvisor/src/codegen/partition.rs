@@ -102,81 +102,12 @@ pub(crate) fn plan(
         }];
     }
     let budget = budget as usize;
-    // Each start with the code it brings: itself and its fastcall closure.
-    let code: Vec<BTreeSet<u32>> = starts
-        .iter()
-        .map(|&f| {
-            let mut c = fastcall_closure(ctx.graph, [f]);
-            c.insert(f);
-            c
-        })
-        .collect();
-    let size = |set: &BTreeSet<u32>| set.iter().map(|&g| cost(module, g)).sum::<usize>();
     let mut slot_of = vec![usize::MAX; module.funcs.len()];
     for (i, &f) in starts.iter().enumerate() {
         slot_of[f as usize] = i;
     }
-    // Union-find over starts; each root holds its cluster's members and code.
-    let mut parent: Vec<usize> = (0..starts.len()).collect();
-    let mut members: Vec<Vec<u32>> = starts.iter().map(|&f| vec![f]).collect();
-    let mut bodies = code;
-    let mut sizes: Vec<usize> = bodies.iter().map(size).collect();
-    fn root(parent: &mut [usize], mut i: usize) -> usize {
-        while parent[i] != i {
-            parent[i] = parent[parent[i]];
-            i = parent[i];
-        }
-        i
-    }
     let edges = slow_call_edges(ctx, &slot_of);
-    for &(a, b, _) in &edges {
-        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
-        if ra == rb || sizes[ra] + sizes[rb] > budget * 2 {
-            continue; // no merge can fit when even the disjoint sum is far over budget
-        }
-        let extra: usize = bodies[rb]
-            .iter()
-            .filter(|g| !bodies[ra].contains(g))
-            .map(|&g| cost(module, g))
-            .sum();
-        if sizes[ra] + extra > budget {
-            continue;
-        }
-        let moved = std::mem::take(&mut bodies[rb]);
-        bodies[ra].extend(moved);
-        let moved = std::mem::take(&mut members[rb]);
-        members[ra].extend(moved);
-        sizes[ra] += extra;
-        parent[rb] = ra;
-    }
-    // Pack the clusters, in order of their first function, into partitions.
-    let mut clusters: Vec<(Vec<u32>, BTreeSet<u32>)> = (0..starts.len())
-        .filter(|&i| parent[i] == i)
-        .map(|i| {
-            let mut m = std::mem::take(&mut members[i]);
-            m.sort_unstable();
-            (m, std::mem::take(&mut bodies[i]))
-        })
-        .collect();
-    clusters.sort_by_key(|(m, _)| m[0]);
-    let mut groups: Vec<Vec<u32>> = Vec::new();
-    let mut current: (Vec<u32>, BTreeSet<u32>) = (Vec::new(), BTreeSet::new());
-    for (m, b) in clusters {
-        let extra: usize = b
-            .iter()
-            .filter(|g| !current.1.contains(g))
-            .map(|&g| cost(module, g))
-            .sum();
-        if !current.0.is_empty() && size(&current.1) + extra > budget {
-            groups.push(std::mem::take(&mut current.0));
-            current.1.clear();
-        }
-        current.0.extend(m);
-        current.1.extend(b);
-    }
-    if !current.0.is_empty() || groups.is_empty() {
-        groups.push(current.0);
-    }
+    let clusters = cluster(ctx, &starts, &edges, budget);
     // Callers' hot callees, by function: (callee, weight).
     let mut hot: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
     for &(a, b, w) in &edges {
@@ -184,7 +115,7 @@ pub(crate) fn plan(
             hot.entry(starts[a]).or_default().push((starts[b], w));
         }
     }
-    groups
+    pack(module, clusters, budget)
         .into_iter()
         .map(|mut home| {
             home.sort_unstable();
@@ -192,6 +123,101 @@ pub(crate) fn plan(
             Partition { home, starts }
         })
         .collect()
+}
+
+/// Code a set of functions brings into a kernel: every function counted once.
+fn size(module: &Module<'_>, code: &BTreeSet<u32>) -> usize {
+    code.iter().map(|&g| cost(module, g)).sum()
+}
+
+/// What `code` adds to `kernel`: its functions that `kernel` does not hold yet.
+fn extra(module: &Module<'_>, kernel: &BTreeSet<u32>, code: &BTreeSet<u32>) -> usize {
+    code.iter()
+        .filter(|g| !kernel.contains(g))
+        .map(|&g| cost(module, g))
+        .sum()
+}
+
+/// Clusters of `starts` (members, and the code they bring), merged along `edges` heaviest
+/// first while the merged code fits `budget`.
+fn cluster(
+    ctx: &ModuleContext<'_, '_>,
+    starts: &[u32],
+    edges: &[(usize, usize, u64)],
+    budget: usize,
+) -> Vec<(Vec<u32>, BTreeSet<u32>)> {
+    let module = ctx.module;
+    // Union-find over starts; each root holds its cluster's members and code.
+    let mut parent: Vec<usize> = (0..starts.len()).collect();
+    let mut members: Vec<Vec<u32>> = starts.iter().map(|&f| vec![f]).collect();
+    let mut bodies: Vec<BTreeSet<u32>> = starts
+        .iter()
+        .map(|&f| {
+            let mut c = fastcall_closure(ctx.graph, [f]);
+            c.insert(f);
+            c
+        })
+        .collect();
+    let mut sizes: Vec<usize> = bodies.iter().map(|b| size(module, b)).collect();
+    fn root(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    for &(a, b, _) in edges {
+        let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+        // When even the sum is over twice the budget, the union is over it too.
+        if ra == rb || sizes[ra] + sizes[rb] > budget * 2 {
+            continue;
+        }
+        let more = extra(module, &bodies[ra], &bodies[rb]);
+        if sizes[ra] + more > budget {
+            continue;
+        }
+        let moved = std::mem::take(&mut bodies[rb]);
+        bodies[ra].extend(moved);
+        let moved = std::mem::take(&mut members[rb]);
+        members[ra].extend(moved);
+        sizes[ra] += more;
+        parent[rb] = ra;
+    }
+    (0..starts.len())
+        .filter(|&i| parent[i] == i)
+        .map(|i| {
+            let mut m = std::mem::take(&mut members[i]);
+            m.sort_unstable();
+            (m, std::mem::take(&mut bodies[i]))
+        })
+        .collect()
+}
+
+/// Packs clusters, in order of their first function, into groups of at most `budget` code.
+fn pack(
+    module: &Module<'_>,
+    mut clusters: Vec<(Vec<u32>, BTreeSet<u32>)>,
+    budget: usize,
+) -> Vec<Vec<u32>> {
+    clusters.sort_by_key(|(m, _)| m[0]);
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let (mut members, mut code, mut code_size) = (Vec::new(), BTreeSet::new(), 0usize);
+    for (m, b) in clusters {
+        let more = extra(module, &code, &b);
+        if !members.is_empty() && code_size + more > budget {
+            groups.push(std::mem::take(&mut members));
+            code.clear();
+            code_size = size(module, &b);
+        } else {
+            code_size += more;
+        }
+        members.extend(m);
+        code.extend(b);
+    }
+    if !members.is_empty() || groups.is_empty() {
+        groups.push(members);
+    }
+    groups
 }
 
 /// `home` plus copies of the callees its functions call in loops — direct callees first,
@@ -209,8 +235,8 @@ fn with_hot_callees(
     let mut starts: BTreeSet<u32> = home.iter().copied().collect();
     let mut code = fastcall_closure(ctx.graph, home.iter().copied());
     code.extend(home);
-    let mut size: usize = code.iter().map(|&g| cost(module, g)).sum();
-    let limit = budget.max(size) * 3 / 2;
+    let mut total = size(module, &code);
+    let limit = budget.max(total) * 3 / 2;
     use std::cmp::Reverse;
     // (distance in the call chain, weight, callee): nearest first, then heaviest.
     let mut queue: BinaryHeap<(Reverse<u32>, u64, Reverse<u32>)> = home
@@ -224,15 +250,11 @@ fn with_hot_callees(
         }
         let mut brings = fastcall_closure(ctx.graph, [callee]);
         brings.insert(callee);
-        let extra: usize = brings
-            .iter()
-            .filter(|g| !code.contains(g))
-            .map(|&g| cost(module, g))
-            .sum();
-        if size + extra > limit {
+        let more = extra(module, &code, &brings);
+        if total + more > limit {
             continue;
         }
-        size += extra;
+        total += more;
         code.extend(brings);
         starts.insert(callee);
         for &(next, w) in hot.get(&callee).into_iter().flatten() {
@@ -302,6 +324,23 @@ mod tests {
     use super::*;
     use crate::analysis::Signatures;
 
+    /// The plan of `wat` with the budget `budget` picks from its functions' sizes.
+    fn plan_wat(wat: &str, budget: impl Fn(&[usize]) -> u32) -> Vec<Partition> {
+        let binary = wat::parse_str(wat).unwrap();
+        let module = crate::frontend::load(&binary).unwrap();
+        let sigs = Signatures::new(&module);
+        let graph = CallGraph::new(&module, &sigs);
+        let ctx = ModuleContext {
+            module: &module,
+            sigs: &sigs,
+            graph: &graph,
+        };
+        let sizes: Vec<usize> = (0..module.funcs.len() as u32)
+            .map(|f| cost(&module, f))
+            .collect();
+        plan(&ctx, &dispatchable(&module, &graph), budget(&sizes))
+    }
+
     /// Three recursive (hence continuation) functions of 40-odd operators each: `$hot` calls
     /// `$leaf` in a loop, `$cold` calls it once. With room for two per partition, the loop's
     /// caller and callee share one.
@@ -322,23 +361,15 @@ mod tests {
                   (br_if $l (i32.eqz (local.get 1))))
                 (if (result i32) (local.get 0) (then (call $hot (i32.const 0))) (else (local.get 1)))))"#
         );
-        let binary = wat::parse_str(&wat).unwrap();
-        let module = crate::frontend::load(&binary).unwrap();
-        let sigs = Signatures::new(&module);
-        let graph = CallGraph::new(&module, &sigs);
-        let ctx = ModuleContext {
-            module: &module,
-            sigs: &sigs,
-            graph: &graph,
-        };
-        let d = dispatchable(&module, &graph);
-        let sizes: Vec<usize> = (0..3).map(|f| cost(&module, f)).collect();
-        let budget = (sizes[1] + sizes[2] + 1) as u32;
-        assert!(budget < (sizes[0] + sizes[1] + sizes[2]) as u32);
-        let homes: Vec<Vec<u32>> = plan(&ctx, &d, budget).into_iter().map(|p| p.home).collect();
+        let parts = plan_wat(&wat, |size| {
+            let budget = size[1] + size[2] + 1;
+            assert!(budget < size[0] + size[1] + size[2]);
+            budget as u32
+        });
+        let homes: Vec<Vec<u32>> = parts.into_iter().map(|p| p.home).collect();
         assert_eq!(homes, vec![vec![0], vec![1, 2]]);
         // Index order alone would have paired $cold with $leaf.
-        let one = plan(&ctx, &d, 0);
+        let one = plan_wat(&wat, |_| 0);
         assert_eq!(one.len(), 1);
         assert_eq!(one[0].home, vec![0, 1, 2]);
     }
@@ -363,19 +394,11 @@ mod tests {
                 {body}
                 (if (result i32) (local.get 0) (then (call $other (i32.const 0))) (else (call $leaf (i32.const 1))))))"#
         );
-        let binary = wat::parse_str(&wat).unwrap();
-        let module = crate::frontend::load(&binary).unwrap();
-        let sigs = Signatures::new(&module);
-        let graph = CallGraph::new(&module, &sigs);
-        let ctx = ModuleContext {
-            module: &module,
-            sigs: &sigs,
-            graph: &graph,
-        };
-        let d = dispatchable(&module, &graph);
-        let budget = (cost(&module, 1) + cost(&module, 2) + 1) as u32;
-        assert!(cost(&module, 0) > budget as usize);
-        let parts = plan(&ctx, &d, budget);
+        let parts = plan_wat(&wat, |size| {
+            let budget = size[1] + size[2] + 1;
+            assert!(size[0] > budget);
+            budget as u32
+        });
         assert_eq!(parts.len(), 2, "{parts:?}");
         assert_eq!(parts[0].home, vec![0]);
         assert_eq!(
