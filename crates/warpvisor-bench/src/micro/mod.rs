@@ -85,7 +85,7 @@ pub fn run_all(
         if !settings.micro {
             continue;
         }
-        let peak = match memcopy::peak(k) {
+        let peak = match memcopy::peak(k, vms) {
             Ok(p) => p,
             Err(e) => {
                 m.errors.push(format!("device copy on {key}: {e}"));

@@ -228,8 +228,10 @@ fn micro_tables(out: &mut String, m: &MicroResults) {
         }
         let _ = writeln!(
             out,
-            "### Memcopy bandwidth on `{}` (GB/s and share of the device's own copy, {:.2} GB/s)\n",
-            p.platform, p.gb_per_s
+            "### Memcopy bandwidth on `{}` (GB/s and share of the device's peak copy, {:.2} GB/s over {} MiB)\n",
+            p.platform,
+            p.gb_per_s,
+            p.bytes >> 20
         );
         let mut unrolls: Vec<u32> = rows.iter().map(|r| r.unroll).collect();
         unrolls.sort_unstable();
