@@ -1,6 +1,7 @@
 //! The benchmark programs as WebAssembly: the `guests/wasm/bench-NAME.wasm` modules built by
 //! `guests/build.sh bench`, compiled into the runner so that it works from any directory.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 macro_rules! guest {
@@ -33,17 +34,19 @@ const BUILT_IN: [(&str, &[u8]); 10] = [
 ];
 
 /// The module of benchmark `name`: `DIR/bench-NAME.wasm` when `dir` is given, else the one
-/// built into the runner.
-pub fn module(name: &str, dir: Option<&Path>) -> Result<Vec<u8>, String> {
+/// built into the runner (borrowed, not copied).
+pub fn module(name: &str, dir: Option<&Path>) -> Result<Cow<'static, [u8]>, String> {
     match dir {
         Some(dir) => {
             let path = dir.join(format!("bench-{name}.wasm"));
-            std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+            std::fs::read(&path)
+                .map(Cow::Owned)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
         }
         None => BUILT_IN
             .iter()
             .find(|(n, _)| *n == name)
-            .map(|(_, bytes)| bytes.to_vec())
+            .map(|&(_, bytes)| Cow::Borrowed(bytes))
             .ok_or_else(|| format!("no built-in module for benchmark `{name}`")),
     }
 }

@@ -2,6 +2,7 @@
 //! and on each warpvisor backend, check every reply against the native build's, and only then
 //! report numbers.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -79,9 +80,7 @@ impl<'s> Suite<'s> {
         let mut outcomes = vec![(Platform::Native, Ok(native))];
         let wasm = guests::module(w.name, self.settings.guests.as_deref());
         if let Some(wt) = &self.wasmtime {
-            let o = wasm
-                .clone()
-                .and_then(|m| self.wasmtime(wt, w, &m, &requests));
+            let o = module(&wasm).and_then(|m| self.wasmtime(wt, w, m, &requests));
             outcomes.push((Platform::Wasmtime, o));
         }
         for k in self.kernels {
@@ -90,9 +89,7 @@ impl<'s> Suite<'s> {
                 w.name,
                 k.platform.key()
             ));
-            let o = wasm
-                .clone()
-                .and_then(|m| self.warpvisor(k, w, &m, &requests));
+            let o = module(&wasm).and_then(|m| self.warpvisor(k, w, m, &requests));
             outcomes.push((k.platform, o));
         }
         for (p, o) in outcomes {
@@ -202,6 +199,11 @@ impl<'s> Suite<'s> {
             phases: Some(phases),
         })
     }
+}
+
+/// The benchmark's module, or why there is none, for one more platform.
+fn module<'a>(wasm: &'a Result<Cow<'static, [u8]>, String>) -> Result<&'a [u8], String> {
+    wasm.as_deref().map_err(Clone::clone)
 }
 
 /// A WASI job whose stdin is the request.

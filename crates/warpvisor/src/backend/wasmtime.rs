@@ -271,6 +271,7 @@ impl WasmtimeBackend {
             setup: setup.clone(),
         })
     }
+
     /// Calls the export `func` once per job, each in a fresh instance of a module without
     /// imports.
     pub fn invoke(
