@@ -5,6 +5,7 @@
 //! infinities are the strings `"nan"`, `"inf"`, `"-inf"`, or `"nan:0x..."` for a NaN whose
 //! payload is not the canonical one.
 
+use serde::Deserialize;
 use wasmparser::ValType;
 
 use crate::vmm::{Outcome, Value};
@@ -13,6 +14,64 @@ use crate::vmm::{Outcome, Value};
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct JobError(pub String);
+
+/// What kind of JSON value `v` is, with its article: "an array", "null", ...
+pub fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+/// Reads a job line as `T`, a struct with `#[serde(deny_unknown_fields)]`: the line must be
+/// one JSON object whose keys are `T`'s fields, each at most once.
+pub fn parse_object<T: serde::de::DeserializeOwned>(line: &str) -> Result<T, JobError> {
+    if !line.trim_start().starts_with('{') {
+        let v: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| JobError(format!("not JSON: {e}")))?;
+        return Err(JobError(format!(
+            "expected a JSON object, found {}",
+            json_kind(&v)
+        )));
+    }
+    serde_json::from_str(line).map_err(|e| {
+        // serde speaks of fields; a JSON line has keys. The position matters only for syntax.
+        let msg = e.to_string();
+        let at = format!(" at line {} column {}", e.line(), e.column());
+        let short = msg.strip_suffix(&at).unwrap_or(&msg);
+        JobError(
+            match (
+                short.strip_prefix("unknown field "),
+                short.strip_prefix("duplicate field "),
+            ) {
+                (Some(rest), _) => format!("unknown key {rest}"),
+                (_, Some(rest)) => format!("duplicate key {rest}"),
+                _ if e.is_syntax() || e.is_eof() => format!("not JSON: {msg}"),
+                _ => short.to_string(),
+            },
+        )
+    })
+}
+
+/// Deserializes a present key as `Some`, `null` included (a bare `Option` makes `null` `None`),
+/// so that `"args": null` is reported as not an array.
+pub fn present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    serde_json::Value::deserialize(d).map(Some)
+}
+
+/// A job line of `--invoke`: `{"args": [...]}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InvokeJob {
+    #[serde(default, deserialize_with = "present")]
+    args: Option<serde_json::Value>,
+}
 
 fn parse_f64_text(s: &str) -> Option<(bool, f64, Option<u64>)> {
     // (negative, value, explicit NaN payload)
@@ -119,14 +178,18 @@ pub fn json_arg(v: &serde_json::Value, ty: ValType) -> Result<Value, JobError> {
     }
 }
 
-/// Reads one job line `{"args": [...]}` for a function taking `params`.
+/// Reads one job line `{"args": [...]}` for a function taking `params` (`{}` for none).
 pub fn parse_job(line: &str, params: &[ValType]) -> Result<Vec<Value>, JobError> {
-    let v: serde_json::Value =
-        serde_json::from_str(line).map_err(|e| JobError(format!("not a JSON object: {e}")))?;
-    let args = match v.get("args") {
+    let job: InvokeJob = parse_object(line)?;
+    let args = match &job.args {
         None => &Vec::new(),
         Some(serde_json::Value::Array(a)) => a,
-        Some(_) => return Err(JobError("\"args\" must be an array".into())),
+        Some(v) => {
+            return Err(JobError(format!(
+                "\"args\" must be an array, not {}",
+                json_kind(v)
+            )))
+        }
     };
     if args.len() != params.len() {
         return Err(JobError(format!(
@@ -244,5 +307,35 @@ mod tests {
         assert_eq!(value_json(&job[1]), "9223372036854775807");
         assert!(parse_job(r#"{"args": [1.5]}"#, &[ValType::I32]).is_err());
         assert!(parse_job(r#"{"args": []}"#, &[ValType::I32]).is_err());
+    }
+
+    #[test]
+    fn job_lines_must_be_objects_with_known_keys() {
+        let err = |line: &str| parse_job(line, &[]).unwrap_err().to_string();
+        assert_eq!(parse_job("{}", &[]).unwrap(), vec![]);
+        assert_eq!(parse_job(r#"{"args": []}"#, &[]).unwrap(), vec![]);
+        assert_eq!(err("[1, 2]"), "expected a JSON object, found an array");
+        assert_eq!(err("42"), "expected a JSON object, found a number");
+        assert_eq!(err("null"), "expected a JSON object, found null");
+        assert_eq!(err(r#""args""#), "expected a JSON object, found a string");
+        assert_eq!(err(r#"{"arg": []}"#), "unknown key `arg`, expected `args`");
+        assert_eq!(
+            err(r#"{"args": [], "env": {}}"#),
+            "unknown key `env`, expected `args`"
+        );
+        assert_eq!(err(r#"{"args": [], "args": []}"#), "duplicate key `args`");
+        assert_eq!(
+            err(r#"{"args": 3}"#),
+            "\"args\" must be an array, not a number"
+        );
+        assert_eq!(
+            err(r#"{"args": null}"#),
+            "\"args\" must be an array, not null"
+        );
+        assert_eq!(
+            err(r#"{"fields": []}"#),
+            "unknown key `fields`, expected `args`"
+        );
+        assert!(err("{").starts_with("not JSON"));
     }
 }

@@ -322,3 +322,236 @@ fn a_fleet_too_big_for_the_device_names_the_largest_that_fits() {
         "{stderr}"
     );
 }
+
+const ONE: &str = r#"(module (func (export "one") (result i32) (i32.const 1)))"#;
+
+/// The repository's `examples/` folder.
+fn example(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+}
+
+/// `warpvisor run` of `jobs` (one line each) on the wasmtime backend: the error it gives.
+fn jobs_error(module: &Path, invoke: Option<&str>, name: &str, jobs: &str) -> String {
+    let path = tmp(name);
+    std::fs::write(&path, jobs).unwrap();
+    let mut args = vec![
+        "run",
+        module.to_str().unwrap(),
+        "--backend",
+        "wasmtime",
+        "--jobs",
+        path.to_str().unwrap(),
+    ];
+    if let Some(f) = invoke {
+        args.extend(["--invoke", f]);
+    }
+    let out = warpvisor(&args);
+    assert_clean_error(&out, name);
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn invoke_job_lines_must_be_objects_with_known_keys() {
+    let module = tmp("one.wat");
+    std::fs::write(&module, ONE).unwrap();
+    for (i, (line, why)) in [
+        ("[1, 2]", "expected a JSON object, found an array"),
+        ("42", "expected a JSON object, found a number"),
+        ("null", "expected a JSON object, found null"),
+        (r#"{"arg": []}"#, "unknown key `arg`, expected `args`"),
+        (r#"{"args": [], "stdin": "x"}"#, "unknown key `stdin`"),
+        (r#"{"args": null}"#, "\"args\" must be an array, not null"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("invoke{i}.jobs");
+        // A good line first: the error names line 2.
+        let stderr = jobs_error(&module, Some("one"), &name, &format!("{{}}\n{line}\n"));
+        assert!(
+            stderr.contains(&format!("{name} line 2: {why}")),
+            "{line}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn wasi_job_lines_must_be_objects_with_known_keys() {
+    let module = tmp("start.wat");
+    std::fs::write(&module, r#"(module (func (export "_start")))"#).unwrap();
+    for (i, (line, why)) in [
+        ("[\"a\"]", "expected a JSON object, found an array"),
+        ("7", "expected a JSON object, found a number"),
+        (
+            r#"{"arg": ["a"]}"#,
+            "unknown key `arg`, expected one of `args`, `env`, `stdin`, `stdin_base64`",
+        ),
+        (r#"{"args": ["a"], "stdn": "x"}"#, "unknown key `stdn`"),
+        (r#"{"env": {"K": "V"}, "env": {}}"#, "duplicate key `env`"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let name = format!("wasi{i}.jobs");
+        let stderr = jobs_error(
+            &module,
+            None,
+            &name,
+            &format!("{{\"args\": []}}\n\n{line}\n"),
+        );
+        assert!(
+            stderr.contains(&format!("{name} line 3: {why}")),
+            "{line}: {stderr}"
+        );
+    }
+}
+
+/// Runs warpvisor with standard output a pipe whose reader is already gone (`| head` that
+/// stopped reading): it must stop quietly, neither panicking nor reporting an error.
+fn assert_quiet_on_closed_stdout(args: &[&str]) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = Command::new(common::warpvisor_bin())
+        .args(args)
+        .env("OPENCL_DYLIB_PATH", "/nonexistent/libOpenCL.so")
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    assert_eq!(stderr, "", "{args:?}");
+}
+
+#[test]
+fn a_closed_standard_output_stops_every_command_quietly() {
+    let module = tmp("div4.wat");
+    std::fs::write(&module, DIV).unwrap();
+    let m = module.to_str().unwrap();
+    let script = tmp("pipe.wast");
+    std::fs::write(
+        &script,
+        format!(
+            "{DIV}\n(assert_return (invoke \"div\" (i32.const 6) (i32.const 3)) (i32.const 2))\n"
+        ),
+    )
+    .unwrap();
+    let hello = example("hello.wasm");
+    for args in [
+        &["--help"][..],
+        &["--version"],
+        &["compile", "--help"],
+        &["run", "--help"],
+        &["compile", m],
+        &["compile", m, "--emit", "opencl"],
+        &[
+            "run",
+            m,
+            "--backend",
+            "wasmtime",
+            "--invoke",
+            "div",
+            "--vms",
+            "3",
+            "--",
+            "6",
+            "3",
+        ],
+        &[
+            "run",
+            hello.to_str().unwrap(),
+            "--backend",
+            "wasmtime",
+            "--",
+            "a",
+        ],
+        &["devices"],
+        &["wast", "--backend", "cpu", script.to_str().unwrap()],
+    ] {
+        assert_quiet_on_closed_stdout(args);
+    }
+}
+
+#[test]
+fn endless_module_and_jobs_files_stop_at_the_size_limit() {
+    let start = std::time::Instant::now();
+    let out = warpvisor(&["run", "/dev/zero", "--invoke", "f"]);
+    assert_clean_error(&out, "module /dev/zero");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("module file /dev/zero is larger than the limit of 1073741824 bytes"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let module = tmp("one2.wat");
+    std::fs::write(&module, ONE).unwrap();
+    let out = warpvisor(&[
+        "run",
+        module.to_str().unwrap(),
+        "--backend",
+        "wasmtime",
+        "--invoke",
+        "one",
+        "--jobs",
+        "/dev/zero",
+    ]);
+    assert_clean_error(&out, "jobs /dev/zero");
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("jobs file /dev/zero is larger than the limit of 1073741824 bytes"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(60),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
+fn absurd_flag_values_are_one_line_errors() {
+    let module = tmp("one3.wat");
+    std::fs::write(&module, ONE).unwrap();
+    let m = module.to_str().unwrap();
+    for (flag, value, why) in [
+        ("--vms", "0", "0 is not in 1..=1048576"),
+        ("--vms", "1048577", "is not in 1..=1048576"),
+        ("--vms", "4294967295", "is not in 1..=1048576"),
+        ("--max-memory", "65537", "is not in 0..=65536"),
+        ("--max-memory", "4294967295", "is not in 0..=65536"),
+        ("--stack-words", "4294967295", "is not in 0..=16777216"),
+        (
+            "--max-table-elements",
+            "4294967295",
+            "is not in 0..=10000000",
+        ),
+        ("--workers", "0", "is not in 1..=1024"),
+        ("--workers", "100000000", "is not in 1..=1024"),
+        ("--timeout", "1e18", "at most 31536000 seconds"),
+        ("--timeout", "1e300", "at most 31536000 seconds"),
+        ("--interleave", "3", "interleave must be 0, 4 or 8"),
+        ("--opt-level", "4", "is not in 0..=3"),
+    ] {
+        let out = warpvisor(&[
+            "run",
+            m,
+            "--backend",
+            "wasmtime",
+            "--invoke",
+            "one",
+            flag,
+            value,
+        ]);
+        let what = format!("{flag} {value}");
+        assert_clean_error(&out, &what);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(flag) && stderr.contains(why),
+            "{what}: {stderr}"
+        );
+    }
+}

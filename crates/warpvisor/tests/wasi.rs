@@ -255,7 +255,7 @@ fn wasi_test_suite_on_cpu() {
         },
     };
     let reports = run_suite(&dir, &executor, &scratch);
-    check_suite("cpu", &reports, 72, 95);
+    check_suite("cpu", &reports, 72, 100);
 }
 
 #[test]

@@ -18,8 +18,8 @@ use crate::vmm::{Outcome, TrapKind, Value};
 use crate::wasi::program::{JobResult, TRAP_EXIT_CODE};
 use crate::wasi::WasiJob;
 
-/// Most bytes kept of one instance's stdout or stderr.
-const PIPE_CAPACITY: usize = 256 << 20;
+/// Most bytes kept of one instance's stdout or stderr: the fleets' limit.
+const PIPE_CAPACITY: usize = crate::wasi::OUTPUT_LIMIT;
 
 /// Why the wasmtime backend could not run a module (a guest's trap is a result, not an error).
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,6 @@
 //! `warpvisor compile`: translate a module and write the kernel source.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -23,6 +24,7 @@ pub struct CompileArgs {
     fleet: FleetArgs,
 }
 
+/// Runs `warpvisor compile`; returns the exit code.
 pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
     let bytes = read_file(&args.module)?;
     let binary = frontend::to_binary(&bytes)?;
@@ -35,6 +37,7 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
     let options = args.fleet.kernel_for(kind);
     let source = codegen::emit(&module, &options)?;
     let many = source.partitions.len() > 1;
+    let mut stdout = super::stdout();
     for (i, code) in source.partitions.iter().enumerate() {
         match &args.output {
             Some(path) => {
@@ -51,8 +54,9 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
                 std::fs::write(&path, code)
                     .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
             }
-            None => print!("{code}"),
+            None => write!(stdout, "{code}")?,
         }
     }
+    stdout.flush()?;
     Ok(0)
 }

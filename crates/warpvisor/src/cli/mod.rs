@@ -7,12 +7,12 @@ mod run;
 mod wasi_suite;
 mod wast;
 
-use std::path::PathBuf;
-
-use clap::{Args, Parser, Subcommand};
-
+use std::io::{Read, Write};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
 
 use warpvisor::backend::cpu::CpuBackend;
 use warpvisor::backend::cuda::CudaBackend;
@@ -23,6 +23,36 @@ use warpvisor::backend::Backend;
 use warpvisor::codegen::{Dialect, KernelOptions};
 use warpvisor::runner::Executor;
 use warpvisor::vmm::FleetConfig;
+
+/// Writes a line on standard error, ignoring failure (`eprintln!` panics when standard error
+/// is a closed pipe).
+macro_rules! errln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use errln;
+
+/// The largest module or script file read: the 1 GiB wasmparser allows a module
+/// (`wasmparser::limits::MAX_WASM_MODULE_SIZE`, which that crate keeps private).
+pub const MAX_MODULE_FILE_SIZE: u64 = 1 << 30;
+/// The largest jobs file read.
+pub const MAX_JOBS_FILE_SIZE: u64 = 1 << 30;
+/// Most VMs in a fleet (`--vms`): far more than any device runs at once, and few enough that
+/// the host's per-VM bookkeeping stays small.
+pub const MAX_VMS: u32 = 1 << 20;
+/// Most 64 KiB pages of a 32-bit memory (4 GiB): `--max-memory` above it means nothing.
+pub const MAX_MEMORY_PAGES: u32 = 65536;
+/// Most call-stack words per VM (`--stack-words`): 128 MiB of frames.
+pub const MAX_STACK_WORDS: u32 = 1 << 24;
+/// Most elements of a table (`--max-table-elements`): wasmparser's limit on a module's tables
+/// (`MAX_WASM_TABLE_ENTRIES`).
+pub const MAX_TABLE_ELEMENTS: u32 = 10_000_000;
+/// Most worker threads (`--workers`).
+pub const MAX_WORKERS: u64 = 1024;
+/// Longest `--timeout`: a year.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Run many copies of one WebAssembly program as VMs in one data-parallel kernel.
 #[derive(Parser)]
@@ -64,17 +94,20 @@ pub struct FleetArgs {
     /// Bytes per memory cell: 0 (contiguous per VM), 4 or 8.
     #[arg(long, default_value_t = 0, value_parser = parse_interleave)]
     pub interleave: u32,
-    /// Most 64 KiB pages a VM's memory may grow to.
-    #[arg(long = "max-memory", default_value_t = 256, value_name = "PAGES")]
+    /// Most 64 KiB pages a VM's memory may grow to, at most 65536 (4 GiB).
+    #[arg(long = "max-memory", default_value_t = 256, value_name = "PAGES",
+          value_parser = clap::value_parser!(u32).range(0..=MAX_MEMORY_PAGES as i64))]
     pub max_memory: u32,
-    /// Call-stack words (8 bytes each) per VM for continuation frames.
-    #[arg(long, default_value_t = 1 << 16, value_name = "WORDS")]
+    /// Call-stack words (8 bytes each) per VM for continuation frames, at most 16777216.
+    #[arg(long, default_value_t = 1 << 16, value_name = "WORDS",
+          value_parser = clap::value_parser!(u32).range(0..=MAX_STACK_WORDS as i64))]
     pub stack_words: u32,
     /// Most nested continuation calls per VM; deeper recursion traps with stack_overflow.
     #[arg(long, default_value_t = 10_000)]
     pub max_call_depth: u32,
-    /// Most elements a table may grow to.
-    #[arg(long, default_value_t = 10_000)]
+    /// Most elements a table may grow to, at most 10000000.
+    #[arg(long, default_value_t = 10_000,
+          value_parser = clap::value_parser!(u32).range(0..=MAX_TABLE_ELEMENTS as i64))]
     pub max_table_elements: u32,
     /// Split the kernel into partitions of at most this many WebAssembly operators (0: one
     /// kernel). Default: none for cpu, 10000 for opencl, 2000 for cuda: device compilers slow
@@ -88,11 +121,12 @@ pub struct FleetArgs {
     pub fuel: Option<u32>,
     /// Stop VMs still running after this many seconds with the trap `timeout` (the others
     /// complete). Fleets check between kernel launches and hypercalls (use --fuel for guests
-    /// that loop without system calls); wasmtime interrupts any instance. Default: no limit.
+    /// that loop without system calls); wasmtime interrupts any instance. At most a year.
+    /// Default: no limit.
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
-    /// Worker threads of the cpu and wasmtime backends (default: one per core).
-    #[arg(long)]
+    /// Worker threads of the cpu and wasmtime backends, 1 to 1024 (default: one per core).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_WORKERS))]
     pub workers: Option<usize>,
 }
 
@@ -182,6 +216,12 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     if secs.is_nan() || secs <= 0.0 {
         return Err(format!("the timeout must be positive, not `{s}`"));
     }
+    if secs > MAX_TIMEOUT.as_secs_f64() {
+        return Err(format!(
+            "the timeout must be at most {} seconds (a year), not `{s}`",
+            MAX_TIMEOUT.as_secs()
+        ));
+    }
     Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
 }
 
@@ -194,9 +234,82 @@ fn parse_interleave(s: &str) -> Result<u32, String> {
     }
 }
 
-/// Reads a file, naming it in the error.
-pub fn read_file(path: &PathBuf) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))
+/// Reads a module or script file of at most [`MAX_MODULE_FILE_SIZE`] bytes, naming it in the
+/// error.
+pub fn read_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+    read_limited(path, MAX_MODULE_FILE_SIZE, "module file")
+}
+
+/// Reads at most `limit` bytes of `path` (`what` names it in the error): a larger file, or an
+/// endless one such as `/dev/zero`, is an error once `limit + 1` bytes are read.
+pub fn read_limited(path: &Path, limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+    let too_large = || {
+        anyhow::anyhow!(
+            "{what} {} is larger than the limit of {limit} bytes",
+            path.display()
+        )
+    };
+    let file = std::fs::File::open(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    // A regular file's size is known without reading it.
+    if file
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.len() > limit)
+    {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+/// Standard output was closed by its reader (`warpvisor ... | head`): the command stops
+/// quietly instead of panicking like `print!` does.
+#[derive(Debug, thiserror::Error)]
+#[error("standard output was closed")]
+pub struct OutputClosed;
+
+/// A writer whose broken-pipe errors carry [`OutputClosed`], so that [`main`] tells a reader
+/// that went away from a real failure.
+pub struct Output<W>(W);
+
+impl<W: Write> Write for Output<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf).map_err(closed)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush().map_err(closed)
+    }
+}
+
+fn closed(e: std::io::Error) -> std::io::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        std::io::Error::new(std::io::ErrorKind::BrokenPipe, OutputClosed)
+    } else {
+        e
+    }
+}
+
+/// Standard output (line-buffered) for the commands' results: write with `writeln!(...)?`
+/// and flush at the end, never `print!`.
+pub fn stdout() -> Output<std::io::Stdout> {
+    Output(std::io::stdout())
+}
+
+/// Whether `e` is standard output closing under us (see [`OutputClosed`]).
+fn is_output_closed(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.is::<OutputClosed>()
+            || c.downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .is_some_and(|inner| inner.is::<OutputClosed>())
+    })
 }
 
 fn find_compile_error(e: &anyhow::Error) -> Option<&warpvisor::backend::BackendError> {
@@ -217,16 +330,18 @@ pub fn main() -> i32 {
         Err(e) => {
             use clap::error::ErrorKind;
             if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-                print!("{e}");
+                // A reader that stops early (`| head`) is no error.
+                let mut out = stdout();
+                let _ = write!(out, "{e}").and_then(|()| out.flush());
                 return 0;
             }
             if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                eprint!("{e}");
+                let _ = write!(std::io::stderr(), "{e}");
                 return 1;
             }
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!("{first} (see warpvisor --help)");
+            errln!("{first} (see warpvisor --help)");
             return 1;
         }
     };
@@ -239,16 +354,18 @@ pub fn main() -> i32 {
     };
     match result {
         Ok(code) => code,
+        // The reader went away (`| head`): what it read is all it wanted.
+        Err(e) if is_output_closed(&e) => 0,
         Err(e) => {
             // A device compiler's log is shown whole; everything else is one line.
             if let Some(warpvisor::backend::BackendError::Compile { compiler, log }) =
                 find_compile_error(&e)
             {
-                eprintln!("error: kernel compilation failed ({compiler}); build log:\n{log}");
+                errln!("error: kernel compilation failed ({compiler}); build log:\n{log}");
                 return 1;
             }
             let msg = format!("{e:#}");
-            eprintln!("error: {}", msg.replace('\n', " "));
+            errln!("error: {}", msg.replace('\n', " "));
             1
         }
     }

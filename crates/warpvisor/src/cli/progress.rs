@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::errln;
 use warpvisor::runner::RunStats;
 
 /// A progress bar over kernel partitions, shown once a build has more than one.
@@ -59,26 +60,28 @@ pub fn print_stats(stats: &RunStats, jobs: usize, vms: u32) {
     } else {
         jobs as f64 / run.as_secs_f64()
     };
-    eprintln!(
+    errln!(
         "stats: {jobs} jobs on {vms} VMs in {} ({per_sec:.1} jobs/s after compilation)",
         secs(stats.wall)
     );
-    eprintln!("  translate          {}", secs(stats.translate));
-    eprintln!("  device compile     {}", secs(stats.device_compile));
-    eprintln!(
+    errln!("  translate          {}", secs(stats.translate));
+    errln!("  device compile     {}", secs(stats.device_compile));
+    errln!(
         "  on-device execute  {} ({} launches)",
         secs(stats.execute),
         stats.launches
     );
-    eprintln!("  transfers          {}", secs(stats.transfer));
-    eprintln!(
+    errln!("  transfers          {}", secs(stats.transfer));
+    errln!(
         "  hypercall service  {} ({} calls)",
         secs(stats.hypercall_service),
         stats.hypercalls
     );
-    eprintln!("  instantiation      {}", secs(stats.instantiate));
-    eprintln!(
+    errln!("  instantiation      {}", secs(stats.instantiate));
+    errln!(
         "  continuations      {} slow calls, {} indirect calls, {} live values saved",
-        stats.slow_calls, stats.indirect_calls, stats.saved_words
+        stats.slow_calls,
+        stats.indirect_calls,
+        stats.saved_words
     );
 }

@@ -1,13 +1,13 @@
 //! `warpvisor run`: a WASI program's `_start`, or an exported function, once per job on the
 //! selected backend.
 
-use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use super::progress::{print_stats, CompileProgress};
-use super::{read_file, FleetArgs};
+use super::{errln, read_file, read_limited, FleetArgs, MAX_JOBS_FILE_SIZE, MAX_VMS};
 use warpvisor::jobs::{parse_arg, parse_job, result_line};
 use warpvisor::runner::Executor;
 use warpvisor::vmm::Outcome;
@@ -31,8 +31,8 @@ pub struct RunArgs {
     /// Let calls to imports warpvisor does not provide trap, instead of rejecting the module.
     #[arg(long)]
     allow_unknown_imports: bool,
-    /// VMs in the fleet; with more jobs, jobs run in successive batches.
-    #[arg(long, default_value_t = 1)]
+    /// VMs in the fleet, 1 to 1048576; with more jobs, jobs run in successive batches.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_VMS as i64))]
     vms: u32,
     /// Jobs file, one JSON object per line: `{"args": [...]}` for --invoke; for WASI programs
     /// `{"args": [...], "env": {...}, "stdin": "..."}` (or `"stdin_base64"`).
@@ -52,16 +52,14 @@ pub struct RunArgs {
     args: Vec<String>,
 }
 
+/// Runs `warpvisor run`; returns the exit code.
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
-    if args.vms == 0 {
-        anyhow::bail!("--vms must be at least 1");
-    }
     let bytes = read_file(&args.module)?;
     let (executor, why) = args.fleet.executor()?;
     if args.stats {
         match why {
-            Some(why) => eprintln!("backend: {} (auto: {why})", executor.name()),
-            None => eprintln!("backend: {}", executor.name()),
+            Some(why) => errln!("backend: {} (auto: {why})", executor.name()),
+            None => errln!("backend: {}", executor.name()),
         }
     }
     let Some(invoke) = args.invoke.clone() else {
@@ -77,7 +75,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             .into_iter()
             .map(|(n, line)| {
                 parse_job(&line, &params)
-                    .map_err(|e| anyhow::anyhow!("{}:{n}: {e}", path.display()))
+                    .map_err(|e| anyhow::anyhow!("{} line {n}: {e}", path.display()))
             })
             .collect::<anyhow::Result<_>>()?,
         None => {
@@ -115,7 +113,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         .iter()
         .filter(|o| matches!(o, Outcome::Trapped(_)))
         .count();
-    eprintln!(
+    errln!(
         "{} jobs on {} VMs: {} returned, {} trapped",
         outcomes.len(),
         args.vms,
@@ -128,14 +126,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn read_lines(path: &PathBuf) -> anyhow::Result<Vec<(usize, String)>> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+/// The non-blank lines of a jobs file of at most [`MAX_JOBS_FILE_SIZE`] bytes, with their
+/// numbers (from 1).
+fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
+    let bytes = read_limited(path, MAX_JOBS_FILE_SIZE, "jobs file")?;
     let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+    for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line = std::str::from_utf8(line)
+            .map_err(|_| anyhow::anyhow!("{} line {}: not UTF-8 text", path.display(), i + 1))?;
+        let line = line.strip_suffix('\r').unwrap_or(line);
         if !line.trim().is_empty() {
-            out.push((i + 1, line));
+            out.push((i + 1, line.to_string()));
         }
     }
     Ok(out)
@@ -164,7 +165,7 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
             .into_iter()
             .map(|(n, line)| {
                 let mut job = program::parse_job(&line)
-                    .map_err(|e| anyhow::anyhow!("{}:{n}: {e}", path.display()))?;
+                    .map_err(|e| anyhow::anyhow!("{} line {n}: {e}", path.display()))?;
                 let mut all = env.clone();
                 all.append(&mut job.env);
                 job.env = all;
@@ -200,17 +201,23 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
     if args.jobs.is_none() && args.output.is_none() {
         // N copies: the first VM's output, then a summary.
         if let Some(first) = results.first() {
-            std::io::stdout().write_all(&first.stdout)?;
-            std::io::stderr().write_all(&first.stderr)?;
+            let mut out = super::stdout();
+            out.write_all(&first.stdout)?;
+            out.flush()?;
+            let _ = std::io::stderr().write_all(&first.stderr);
             if let Some(k) = first.trap {
-                eprintln!("VM 0 trapped: {k}");
+                errln!("VM 0 trapped: {k}");
             }
         }
-        eprintln!(
+        let exited = results
+            .iter()
+            .filter(|r| r.exit_code != 0 && r.trap.is_none())
+            .count();
+        errln!(
             "{} VMs: {} exited 0, {} exited non-zero, {} trapped",
             results.len(),
             results.len() - nonzero,
-            nonzero - trapped,
+            exited,
             trapped
         );
         if args.stats {
@@ -223,7 +230,7 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
         writeln!(out, "{}", program::result_line(i, r))?;
     }
     out.flush()?;
-    eprintln!(
+    errln!(
         "{} jobs on {} VMs: {} exited non-zero, {} trapped",
         results.len(),
         args.vms,
@@ -243,6 +250,6 @@ fn result_writer(path: Option<&PathBuf>) -> anyhow::Result<Box<dyn Write>> {
             std::fs::File::create(p)
                 .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?,
         )),
-        None => Box::new(std::io::BufWriter::new(std::io::stdout())),
+        None => Box::new(std::io::BufWriter::new(super::stdout())),
     })
 }

@@ -1,5 +1,6 @@
 //! `warpvisor wasi-suite`: run the WASI test suite.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -17,7 +18,9 @@ pub struct WasiSuiteArgs {
     fleet: FleetArgs,
 }
 
+/// Runs `warpvisor wasi-suite`; returns the exit code (1 when a test failed).
 pub fn run(args: WasiSuiteArgs) -> anyhow::Result<i32> {
+    let mut out = super::stdout();
     let (executor, _) = args.fleet.executor()?;
     let scratch = std::env::temp_dir().join(format!("warpvisor-wasi-suite-{}", std::process::id()));
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
@@ -26,19 +29,20 @@ pub fn run(args: WasiSuiteArgs) -> anyhow::Result<i32> {
             match r.outcome {
                 TestOutcome::Passed => {
                     passed += 1;
-                    println!("ok   {}", r.name);
+                    writeln!(out, "ok   {}", r.name)?;
                 }
                 TestOutcome::Failed(why) => {
                     failed += 1;
-                    println!("FAIL {}: {why}", r.name);
+                    writeln!(out, "FAIL {}: {why}", r.name)?;
                 }
                 TestOutcome::Skipped(why) => {
                     skipped += 1;
-                    println!("skip {}: {why}", r.name);
+                    writeln!(out, "skip {}: {why}", r.name)?;
                 }
             }
         }
     }
-    println!("{passed} passed, {failed} failed, {skipped} skipped");
+    writeln!(out, "{passed} passed, {failed} failed, {skipped} skipped")?;
+    out.flush()?;
     Ok(if failed > 0 { 1 } else { 0 })
 }

@@ -1,11 +1,12 @@
 //! `warpvisor wast`: run spec-test scripts.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
 use clap::Args;
 
-use super::{read_file, FleetArgs};
+use super::{read_limited, FleetArgs, MAX_MODULE_FILE_SIZE};
 use warpvisor::backend::select::BackendKind;
 use warpvisor::wast::{run_script, ScriptReport, WastConfig};
 
@@ -25,6 +26,7 @@ pub struct WastArgs {
     verbose: bool,
 }
 
+/// Runs `warpvisor wast`; returns the exit code (1 when a directive failed).
 pub fn run(args: WastArgs) -> anyhow::Result<i32> {
     let mut fleet_args = args.fleet.clone();
     // One VM per instance: spec scripts grow memory to ~800 pages.
@@ -39,7 +41,7 @@ pub fn run(args: WastArgs) -> anyhow::Result<i32> {
     };
     let mut scripts = Vec::new();
     for f in &args.files {
-        let text = String::from_utf8(read_file(f)?)
+        let text = String::from_utf8(read_limited(f, MAX_MODULE_FILE_SIZE, "script file")?)
             .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", f.display()))?;
         let name = f.file_name().map_or_else(
             || f.display().to_string(),
@@ -71,36 +73,40 @@ pub fn run(args: WastArgs) -> anyhow::Result<i32> {
         }
     });
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
+    let mut out = super::stdout();
     for r in reports
         .into_inner()
         .unwrap_or_else(|e| e.into_inner())
         .into_iter()
         .flatten()
     {
-        println!(
+        writeln!(
+            out,
             "{}: {} passed, {} failed, {} skipped",
             r.name,
             r.passed,
             r.failures.len(),
             r.skips.len()
-        );
+        )?;
         let shown = if args.verbose { usize::MAX } else { 5 };
         for f in r.failures.iter().take(shown) {
-            println!("  FAIL {}:{f}", r.name);
+            writeln!(out, "  FAIL {}:{f}", r.name)?;
         }
         if r.failures.len() > shown {
-            println!(
+            writeln!(
+                out,
                 "  ... {} more failures (--verbose shows all)",
                 r.failures.len() - shown
-            );
+            )?;
         }
         for s in &r.skips {
-            println!("  skip {}:{s}", r.name);
+            writeln!(out, "  skip {}:{s}", r.name)?;
         }
         passed += r.passed;
         failed += r.failures.len();
         skipped += r.skips.len();
     }
-    println!("{passed} passed, {failed} failed, {skipped} skipped");
+    writeln!(out, "{passed} passed, {failed} failed, {skipped} skipped")?;
+    out.flush()?;
     Ok(if failed > 0 { 1 } else { 0 })
 }

@@ -195,12 +195,17 @@ impl FleetBuffers {
 
     /// Reads `len` bytes of VM `vm`'s memory at `offset` (no bounds check against its size).
     pub fn read_memory(&self, vm: u32, offset: u64, len: usize) -> Vec<u8> {
-        let mem = self.mem.as_slice();
         let mut out = vec![0u8; len];
-        for (addr, at, n) in runs(self.layout, vm, offset, len) {
+        self.read_memory_into(vm, offset, &mut out);
+        out
+    }
+
+    /// Copies VM `vm`'s memory at `offset` into `out` (no bounds check against its size).
+    pub fn read_memory_into(&self, vm: u32, offset: u64, out: &mut [u8]) {
+        let mem = self.mem.as_slice();
+        for (addr, at, n) in runs(self.layout, vm, offset, out.len()) {
             out[at..at + n].copy_from_slice(&mem[addr..addr + n]);
         }
-        out
     }
 
     /// Writes `bytes` into VM `vm`'s memory at `offset`.

@@ -51,6 +51,9 @@ pub enum HostStop {
     Trap(TrapKind),
     /// The VM exits with this code (`proc_exit`).
     Exit(u32),
+    /// The VM waits (a `poll_oneoff` on clocks): it stays parked at its hypercall, the rest of
+    /// the fleet runs on, and the call is made again at or after this instant.
+    Wait(Instant),
 }
 
 /// Services calls to imported functions (hypercalls).
@@ -115,6 +118,8 @@ pub struct Fleet {
     dirty_bytes: u64,
     /// How the host stopped a VM while servicing it (not visible to the kernel).
     host_stops: Vec<Option<HostStop>>,
+    /// When each parked VM's hypercall is to be made again (`HostStop::Wait`).
+    parked_until: Vec<Option<Instant>>,
     /// Fuel each VM starts an invocation with.
     fuel: u32,
     /// Wall-clock limit of one invocation.
@@ -278,6 +283,7 @@ impl Fleet {
         )?;
         let mut fleet = Fleet {
             host_stops: vec![None; config.num_vms as usize],
+            parked_until: vec![None; config.num_vms as usize],
             fuel: config.fuel,
             timeout: config.timeout,
             stats: FleetStats::default(),
@@ -357,6 +363,7 @@ impl Fleet {
         b.dropped.fill(0);
         b.vms.fill(VmControl::default());
         self.host_stops.fill(None);
+        self.parked_until.fill(None);
 
         // Element segments, then data segments, in order; the first failure traps.
         let nseg = (m.datas.len() + m.elems.len()).max(1);
@@ -497,6 +504,7 @@ impl Fleet {
             let ctl = &mut b.vms[vm as usize];
             *ctl = VmControl::default();
             self.host_stops[vm as usize] = None;
+            self.parked_until[vm as usize] = None;
             match args.get(vm as usize) {
                 None => ctl.status = status::DONE,
                 Some(a) => {
@@ -526,12 +534,16 @@ impl Fleet {
                 }
                 None => {
                     let start = Instant::now();
-                    let serviced = self.service_hypercalls();
+                    let (serviced, wake) = self.service_hypercalls();
                     self.stats.hypercall_service += start.elapsed();
-                    if serviced == 0 {
-                        break;
-                    }
                     self.stats.hypercalls += serviced;
+                    if serviced == 0 {
+                        // Nothing to run and nothing served: only parked VMs are left, if any.
+                        // Sleep until the first of them is due (or the deadline), then serve.
+                        let Some(wake) = wake else { break };
+                        let until = deadline.map_or(wake, |d| d.min(wake));
+                        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                    }
                 }
             }
         }
@@ -550,7 +562,7 @@ impl Fleet {
                 match self.host_stops[vm] {
                     Some(HostStop::Trap(kind)) => return Outcome::Trapped(kind),
                     Some(HostStop::Exit(code)) => return Outcome::Exited(code),
-                    None => {}
+                    Some(HostStop::Wait(_)) | None => {}
                 }
                 match ctl.status {
                     status::DONE => Outcome::Returned(
@@ -624,18 +636,27 @@ impl Fleet {
         self.stats
     }
 
-    /// Services every VM stopped at a hypercall; returns how many were.
-    fn service_hypercalls(&mut self) -> u64 {
+    /// Services every VM stopped at a hypercall but those parked until later; returns how
+    /// many calls completed, and when the first parked VM is due.
+    fn service_hypercalls(&mut self) -> (u64, Option<Instant>) {
         let layout = self.buffers.layout;
         let program = self.program.clone();
         let rw = program.layout.ret_words as usize;
         let mut serviced = 0;
+        let mut wake: Option<Instant> = None;
+        let now = Instant::now();
         for vm in 0..layout.num_vms {
             let ctl = self.buffers.vms[vm as usize];
             if ctl.status != status::HYPERCALL {
                 continue;
             }
-            serviced += 1;
+            if let Some(t) = self.parked_until[vm as usize] {
+                if t > now {
+                    wake = Some(wake.map_or(t, |w| w.min(t)));
+                    continue;
+                }
+                self.parked_until[vm as usize] = None;
+            }
             let import = ctl.hypercall;
             let ty = program.module.func_type(import).clone();
             let args: Vec<Value> = ty
@@ -649,6 +670,12 @@ impl Fleet {
                 })
                 .collect();
             let result = self.imports.host.call(&mut self.buffers, vm, import, &args);
+            if let Err(HostStop::Wait(t)) = result {
+                self.parked_until[vm as usize] = Some(t);
+                wake = Some(wake.map_or(t, |w| w.min(t)));
+                continue;
+            }
+            serviced += 1;
             let b = &mut self.buffers;
             let ctl = &mut b.vms[vm as usize];
             match result {
@@ -679,6 +706,6 @@ impl Fleet {
                 }
             }
         }
-        serviced
+        (serviced, wake)
     }
 }

@@ -61,6 +61,14 @@ pub enum VmmError {
         /// Import name.
         name: String,
     },
+    /// A `--dir` folder could not be opened.
+    #[error("cannot open the directory {path} for the guest: {reason}")]
+    Preopen {
+        /// Host path.
+        path: String,
+        /// Why.
+        reason: String,
+    },
     /// Instantiation trapped (segment out of bounds, or the start function trapped).
     #[error("instantiation trapped: {0}")]
     InstantiationTrap(TrapKind),

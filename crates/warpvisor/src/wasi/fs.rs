@@ -1,11 +1,14 @@
-//! File descriptors and sandboxed paths of one VM.
+//! The descriptor table of one VM.
 //!
-//! Every path a VM names is resolved component by component under one of its preopened
-//! directories; `..` may not climb above it, absolute paths and symbolic links that point
-//! outside it are refused with `NOTCAPABLE`. No VM reaches a file outside its directories.
+//! A directory descriptor is an open host directory handle, never a host path: every path
+//! operation resolves beneath its handle with the kernel's help (`path.rs`), so renaming,
+//! deleting or replacing the directory by a symlink — by the guest, the host or a racing
+//! process — cannot lead a later operation outside it.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cap_primitives::fs::Metadata;
 
 use super::errno::*;
 
@@ -20,12 +23,10 @@ pub enum Fd {
     Stderr,
     /// A directory; `preopen` holds the guest path of a preopened one.
     Dir {
-        /// Host path.
-        host: PathBuf,
+        /// The open host directory (shared by every VM for a preopened one).
+        dir: Arc<File>,
         /// Guest name of a preopened directory.
         preopen: Option<String>,
-        /// The preopened root this directory lies in.
-        root: PathBuf,
     },
     /// An open file.
     File {
@@ -42,6 +43,10 @@ pub mod rights {
     pub const FD_READ: u64 = 1 << 1;
     /// `fd_write`.
     pub const FD_WRITE: u64 = 1 << 6;
+    /// `path_open` with `O_CREAT`.
+    pub const PATH_CREATE_FILE: u64 = 1 << 10;
+    /// `path_open` with `O_TRUNC`.
+    pub const PATH_FILESTAT_SET_SIZE: u64 = 1 << 19;
     /// What a directory may do (no reading, writing, seeking or resizing).
     pub const DIR: u64 =
         (1 << 0) | (1 << 3) | (1 << 4) | (1 << 7) | (0x1fff << 9) | (0x1f << 23) & !(1 << 22);
@@ -80,8 +85,8 @@ pub struct FdTable {
 }
 
 impl FdTable {
-    /// stdin, stdout, stderr, then the preopened directories `(host, guest)`.
-    pub fn new(preopens: &[(PathBuf, String)]) -> Self {
+    /// stdin, stdout, stderr, then the preopened directories `(handle, guest name)`.
+    pub fn new(preopens: &[(Arc<File>, String)]) -> Self {
         let stdio = |fd| {
             Some(Entry {
                 fd,
@@ -91,12 +96,11 @@ impl FdTable {
             })
         };
         let mut fds = vec![stdio(Fd::Stdin), stdio(Fd::Stdout), stdio(Fd::Stderr)];
-        for (host, guest) in preopens {
+        for (dir, guest) in preopens {
             fds.push(Some(Entry {
                 fd: Fd::Dir {
-                    host: host.clone(),
+                    dir: dir.clone(),
                     preopen: Some(guest.clone()),
-                    root: host.clone(),
                 },
                 base: rights::DIR,
                 inheriting: rights::DIR | rights::FILE,
@@ -187,89 +191,30 @@ impl FdTable {
             .get_mut(from as usize)
             .and_then(Option::take)
             .ok_or(BADF)?;
-        self.fds[to as usize] = Some(f);
+        let slot = self.fds.get_mut(to as usize).ok_or(BADF)?;
+        *slot = Some(f);
         Ok(())
     }
 
-    /// The directory `fd` as (host path, sandbox root).
-    pub fn dir(&mut self, fd: u32) -> Result<(PathBuf, PathBuf), Errno> {
-        match self.get(fd)? {
-            Fd::Dir { host, root, .. } => Ok((host.clone(), root.clone())),
-            _ => Err(NOTDIR),
+    /// The directory handle of `fd` (`NOTDIR` for a file, `BADF` for anything else, as
+    /// wasmtime answers).
+    pub fn dir(&self, fd: u32) -> Result<&File, Errno> {
+        match self
+            .fds
+            .get(fd as usize)
+            .and_then(Option::as_ref)
+            .map(|e| &e.fd)
+        {
+            Some(Fd::Dir { dir, .. }) => Ok(dir),
+            Some(Fd::File { .. }) => Err(NOTDIR),
+            _ => Err(BADF),
         }
     }
-}
-
-/// Resolves guest `path` relative to directory `dir` inside sandbox `root`. Symbolic links in
-/// the middle are followed (within the sandbox); the last component only if `follow`.
-pub fn resolve(dir: &Path, root: &Path, path: &str, follow: bool) -> Result<PathBuf, Errno> {
-    if path.is_empty() {
-        return Err(NOENT);
-    }
-    if path.starts_with('/') {
-        return Err(NOTCAPABLE);
-    }
-    if path.contains('\0') {
-        return Err(INVAL);
-    }
-    let rel = dir.strip_prefix(root).map_err(|_| NOTCAPABLE)?;
-    // Components still to walk, and the walked prefix below the root.
-    let mut pending: Vec<String> = path.split('/').rev().map(str::to_string).collect();
-    let mut walked: Vec<String> = rel
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    let mut links = 0;
-    let trailing_slash = path.ends_with('/');
-    while let Some(c) = pending.pop() {
-        match c.as_str() {
-            "" | "." => continue,
-            ".." => {
-                walked.pop().ok_or(NOTCAPABLE)?;
-                continue;
-            }
-            _ => {}
-        }
-        let last = pending.iter().all(|p| p.is_empty() || p == ".");
-        let candidate: PathBuf = walked
-            .iter()
-            .chain(std::iter::once(&c))
-            .fold(root.to_path_buf(), |p, s| p.join(s));
-        let is_link =
-            std::fs::symlink_metadata(&candidate).is_ok_and(|m| m.file_type().is_symlink());
-        if is_link && (!last || follow || trailing_slash) {
-            links += 1;
-            if links > 32 {
-                return Err(LOOP);
-            }
-            let target = std::fs::read_link(&candidate).map_err(|e| from_io(&e))?;
-            let target = target.to_string_lossy().into_owned();
-            if target.starts_with('/') {
-                return Err(NOTCAPABLE);
-            }
-            for t in target.split('/').rev() {
-                pending.push(t.to_string());
-            }
-            continue;
-        }
-        walked.push(c);
-    }
-    let mut out = root.to_path_buf();
-    for w in &walked {
-        out.push(w);
-    }
-    if trailing_slash {
-        // `name/` must be a directory.
-        match std::fs::metadata(&out) {
-            Ok(m) if !m.is_dir() => return Err(NOTDIR),
-            _ => {}
-        }
-    }
-    Ok(out)
 }
 
 /// WASI filetype of host metadata.
-pub fn filetype(m: &std::fs::Metadata) -> u8 {
+pub fn filetype(m: &Metadata) -> u8 {
+    use cap_primitives::fs::FileTypeExt;
     let t = m.file_type();
     if t.is_dir() {
         3
@@ -277,27 +222,24 @@ pub fn filetype(m: &std::fs::Metadata) -> u8 {
         7
     } else if t.is_file() {
         4
+    } else if t.is_char_device() {
+        2
+    } else if t.is_block_device() {
+        1
     } else {
-        use std::os::unix::fs::FileTypeExt;
-        if t.is_char_device() {
-            2
-        } else if t.is_block_device() {
-            1
-        } else {
-            0
-        }
+        0
     }
 }
 
 /// The 64-byte WASI `filestat` of host metadata.
-pub fn filestat(m: &std::fs::Metadata) -> [u8; 64] {
-    use std::os::unix::fs::MetadataExt;
+pub fn filestat(m: &Metadata) -> [u8; 64] {
+    use cap_primitives::fs::MetadataExt;
     let mut b = [0u8; 64];
     b[0..8].copy_from_slice(&m.dev().to_le_bytes());
     b[8..16].copy_from_slice(&m.ino().to_le_bytes());
     b[16] = filetype(m);
     b[24..32].copy_from_slice(&m.nlink().to_le_bytes());
-    b[32..40].copy_from_slice(&m.size().to_le_bytes());
+    b[32..40].copy_from_slice(&m.len().to_le_bytes());
     let ns = |s: i64, n: i64| {
         (s as u64)
             .wrapping_mul(1_000_000_000)
@@ -309,20 +251,20 @@ pub fn filestat(m: &std::fs::Metadata) -> [u8; 64] {
     b
 }
 
-/// The entries of a directory as WASI `dirent` records, `.` and `..` first, then by name.
-pub fn dirents(dir: &Path) -> Result<Vec<Vec<u8>>, Errno> {
-    use std::os::unix::fs::MetadataExt;
-    let mut entries: Vec<(String, u64, u8)> = Vec::new();
-    let me = std::fs::metadata(dir).map_err(|e| from_io(&e))?;
-    entries.push((".".into(), me.ino(), 3));
-    let parent = std::fs::metadata(dir.join(".."))
-        .map(|m| m.ino())
-        .unwrap_or(0);
-    entries.push(("..".into(), parent, 3));
+/// The entries of the open directory `dir` as WASI `dirent` records, `.` and `..` first, then
+/// by name. Entries are read through the handle, never through a path.
+pub fn dirents(dir: &File) -> Result<Vec<Vec<u8>>, Errno> {
+    use cap_primitives::fs::MetadataExt;
+    let me = Metadata::from_file(dir).map_err(|e| from_io(&e))?;
+    let mut entries: Vec<(String, u64, u8)> = vec![
+        (".".into(), me.ino(), 3),
+        // wasmtime reports the directory's own inode for `..` too (it must not look above).
+        ("..".into(), me.ino(), 3),
+    ];
     let mut rest = Vec::new();
-    for e in std::fs::read_dir(dir).map_err(|e| from_io(&e))? {
+    for e in cap_primitives::fs::read_base_dir(dir).map_err(|e| from_io(&e))? {
         let e = e.map_err(|e| from_io(&e))?;
-        let m = std::fs::symlink_metadata(e.path()).map_err(|e| from_io(&e))?;
+        let m = e.metadata().map_err(|e| from_io(&e))?;
         rest.push((
             e.file_name().to_string_lossy().into_owned(),
             m.ino(),

@@ -1,77 +1,189 @@
-//! A VM's linear memory as WASI calls see it: bounds-checked reads and writes through the
-//! fleet's interleaved layout.
+//! A VM's linear memory as WASI calls see it: every guest pointer, length and count checked
+//! with checked arithmetic before anything is allocated, read or written.
+//!
+//! The rules are wasmtime-wasi's (wiggle's), so that a hostile guest gets the same answer on
+//! every backend: a pointer out of bounds, or not aligned for the type it points to, traps
+//! the VM; a call that would copy more than [`HOSTCALL_BUDGET`] bytes between guest and host
+//! fails with `NOMEM` before copying anything.
 
-use super::errno::{Errno, FAULT};
+use super::errno::{CallError, CallResult, NOMEM};
 use crate::layout::PAGE;
 use crate::vmm::FleetBuffers;
 
-/// The memory of one VM.
+/// The most bytes one WASI call may copy between the guest and the host (wasmtime's default
+/// hostcall fuel, 128 MiB): iovec arrays, the buffer they name, paths, subscriptions.
+pub const HOSTCALL_BUDGET: u64 = 128 << 20;
+
+/// The memory of one VM during one WASI call, with that call's copy budget.
 pub struct GuestMemory<'a> {
     buffers: &'a mut FleetBuffers,
     vm: u32,
+    budget: u64,
 }
 
 impl<'a> GuestMemory<'a> {
-    /// VM `vm`'s memory in `buffers`.
+    /// VM `vm`'s memory in `buffers`, with a fresh [`HOSTCALL_BUDGET`].
     pub fn new(buffers: &'a mut FleetBuffers, vm: u32) -> Self {
-        GuestMemory { buffers, vm }
-    }
-
-    fn size(&self) -> u64 {
-        self.buffers.mem_pages[self.vm as usize] as u64 * PAGE
-    }
-
-    fn check(&self, ptr: u32, len: u64) -> Result<(), Errno> {
-        if ptr as u64 + len > self.size() {
-            Err(FAULT)
-        } else {
-            Ok(())
+        GuestMemory {
+            buffers,
+            vm,
+            budget: HOSTCALL_BUDGET,
         }
     }
 
-    /// `len` bytes at `ptr`.
-    pub fn read(&self, ptr: u32, len: u32) -> Result<Vec<u8>, Errno> {
-        self.check(ptr, len as u64)?;
+    fn size(&self) -> u64 {
+        self.buffers
+            .mem_pages
+            .get(self.vm as usize)
+            .map_or(0, |&p| p.min(self.buffers.layout.max_pages) as u64 * PAGE)
+    }
+
+    /// Traps unless `[ptr, ptr + len)` lies in the VM's memory and `ptr` is a multiple of
+    /// `align`.
+    pub fn check(&self, ptr: u32, len: u64, align: u32) -> CallResult<()> {
+        let end = (ptr as u64).checked_add(len).ok_or(CallError::Trap)?;
+        if end > self.size() || !ptr.is_multiple_of(align.max(1)) {
+            return Err(CallError::Trap);
+        }
+        Ok(())
+    }
+
+    /// How many bytes from `ptr` to the end of the VM's memory (0 past it).
+    pub fn room(&self, ptr: u32) -> u64 {
+        self.size().saturating_sub(ptr as u64)
+    }
+
+    /// Charges `bytes` to this call's copy budget: `NOMEM` once it is spent.
+    pub fn charge(&mut self, bytes: u64) -> CallResult<()> {
+        self.budget = self
+            .budget
+            .checked_sub(bytes)
+            .ok_or(CallError::Errno(NOMEM))?;
+        Ok(())
+    }
+
+    /// Charges `count` elements of `size` bytes (an array the host will copy).
+    pub fn charge_array(&mut self, count: u32, size: u32) -> CallResult<()> {
+        self.charge(count as u64 * size as u64)
+    }
+
+    /// `len` bytes at `ptr` (bounds checked first, then copied).
+    pub fn read(&self, ptr: u32, len: u32) -> CallResult<Vec<u8>> {
+        self.check(ptr, len as u64, 1)?;
         Ok(self.buffers.read_memory(self.vm, ptr as u64, len as usize))
     }
 
+    /// Copies the bytes at `ptr` into `out` (bounds checked first): no intermediate copy.
+    pub fn read_into(&self, ptr: u32, out: &mut [u8]) -> CallResult<()> {
+        self.check(ptr, out.len() as u64, 1)?;
+        self.buffers.read_memory_into(self.vm, ptr as u64, out);
+        Ok(())
+    }
+
     /// Writes `bytes` at `ptr`.
-    pub fn write(&mut self, ptr: u32, bytes: &[u8]) -> Result<(), Errno> {
-        self.check(ptr, bytes.len() as u64)?;
+    pub fn write(&mut self, ptr: u32, bytes: &[u8]) -> CallResult<()> {
+        self.write_aligned(ptr, bytes, 1)
+    }
+
+    /// Writes `bytes` at `ptr`, which must be a multiple of `align` (a WASI struct).
+    pub fn write_aligned(&mut self, ptr: u32, bytes: &[u8], align: u32) -> CallResult<()> {
+        self.check(ptr, bytes.len() as u64, align)?;
         self.buffers.write_memory(self.vm, ptr as u64, bytes);
         Ok(())
     }
 
-    /// A little-endian `u32` at `ptr`.
-    pub fn u32(&self, ptr: u32) -> Result<u32, Errno> {
-        let b = self.read(ptr, 4)?;
+    /// A little-endian `u32` at `ptr` (4-aligned).
+    pub fn u32(&self, ptr: u32) -> CallResult<u32> {
+        self.check(ptr, 4, 4)?;
+        let b = self.buffers.read_memory(self.vm, ptr as u64, 4);
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
 
-    /// Writes a little-endian `u32`.
-    pub fn set_u32(&mut self, ptr: u32, v: u32) -> Result<(), Errno> {
-        self.write(ptr, &v.to_le_bytes())
+    /// Writes a little-endian `u32` (4-aligned).
+    pub fn set_u32(&mut self, ptr: u32, v: u32) -> CallResult<()> {
+        self.write_aligned(ptr, &v.to_le_bytes(), 4)
     }
 
-    /// Writes a little-endian `u64`.
-    pub fn set_u64(&mut self, ptr: u32, v: u64) -> Result<(), Errno> {
-        self.write(ptr, &v.to_le_bytes())
+    /// Writes a little-endian `u64` (8-aligned).
+    pub fn set_u64(&mut self, ptr: u32, v: u64) -> CallResult<()> {
+        self.write_aligned(ptr, &v.to_le_bytes(), 8)
     }
 
-    /// A UTF-8 string of `len` bytes at `ptr`.
-    pub fn string(&self, ptr: u32, len: u32) -> Result<String, Errno> {
-        String::from_utf8(self.read(ptr, len)?).map_err(|_| super::errno::ILSEQ)
+    /// A path or other string argument of `len` bytes at `ptr`, charged to the budget;
+    /// invalid UTF-8 is `ILSEQ`.
+    pub fn string(&mut self, ptr: u32, len: u32) -> CallResult<String> {
+        self.charge(len as u64)?;
+        let bytes = self.read(ptr, len)?;
+        String::from_utf8(bytes).map_err(|_| CallError::Errno(super::errno::ILSEQ))
     }
 
-    /// The `(ptr, len)` pairs of an iovec array.
-    pub fn iovecs(&self, iovs: u32, count: u32) -> Result<Vec<(u32, u32)>, Errno> {
-        (0..count)
-            .map(|i| {
-                let at = iovs
-                    .checked_add(i.checked_mul(8).ok_or(FAULT)?)
-                    .ok_or(FAULT)?;
-                Ok((self.u32(at)?, self.u32(at + 4)?))
-            })
-            .collect()
+    /// The first non-empty buffer of the iovec array at `iovs` (`count` entries), or an empty
+    /// one: what wasmtime's `fd_read`/`fd_write` transfer in one call (a short transfer the
+    /// guest's libc continues). The array and the buffer are charged to the budget; the
+    /// buffer's bounds are checked when it is read or written, as in wasmtime (a read that
+    /// returns nothing touches nothing).
+    pub fn first_iovec(&mut self, iovs: u32, count: u32) -> CallResult<(u32, u32)> {
+        self.charge_array(count, 8)?;
+        for i in 0..count {
+            let at = iovs
+                .checked_add(i.checked_mul(8).ok_or(CallError::Trap)?)
+                .ok_or(CallError::Trap)?;
+            self.check(at, 8, 4)?;
+            let (ptr, len) = (self.u32(at)?, self.u32(at + 4)?);
+            if len == 0 {
+                continue;
+            }
+            self.charge(len as u64)?;
+            return Ok((ptr, len));
+        }
+        Ok((0, 0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::InterleavedLayout;
+
+    fn buffers(pages: u32) -> FleetBuffers {
+        let layout = InterleavedLayout {
+            num_vms: 1,
+            interleave: 0,
+            max_pages: pages,
+            stack_words: 16,
+            num_globals: 1,
+        };
+        let mut b = FleetBuffers::new(layout, 0, 0, 0, 0, 0, Vec::new(), Vec::new())
+            .unwrap_or_else(|e| panic!("{e}"));
+        b.mem_pages[0] = pages;
+        b
+    }
+
+    #[test]
+    fn pointers_past_the_end_or_wrapping_trap() {
+        let mut b = buffers(1);
+        let mut m = GuestMemory::new(&mut b, 0);
+        assert_eq!(m.read(65_532, 4).map(|v| v.len()), Ok(4));
+        assert_eq!(m.read(65_533, 4), Err(CallError::Trap));
+        assert_eq!(m.read(u32::MAX, 2), Err(CallError::Trap));
+        assert_eq!(m.set_u32(u32::MAX - 1, 0), Err(CallError::Trap));
+        assert_eq!(m.set_u32(2, 0), Err(CallError::Trap), "misaligned");
+        assert_eq!(m.set_u64(4, 0), Err(CallError::Trap), "misaligned");
+    }
+
+    #[test]
+    fn huge_iovec_requests_are_refused_before_copying() {
+        let mut b = buffers(1);
+        let mut m = GuestMemory::new(&mut b, 0);
+        // 2^29 iovecs of 8 bytes: more than the budget, refused without reading them.
+        assert_eq!(m.first_iovec(0, 1 << 29), Err(CallError::Errno(NOMEM)));
+        let mut m = GuestMemory::new(&mut b, 0);
+        m.set_u32(0, 100).unwrap_or_else(|e| panic!("{e:?}"));
+        m.set_u32(4, u32::MAX).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(m.first_iovec(0, 1), Err(CallError::Errno(NOMEM)));
+        let mut m = GuestMemory::new(&mut b, 0);
+        m.set_u32(4, 70_000).unwrap_or_else(|e| panic!("{e:?}"));
+        assert_eq!(m.first_iovec(0, 1), Ok((100, 70_000)), "checked when used");
+        assert_eq!(m.read(100, 70_000), Err(CallError::Trap));
     }
 }

@@ -1,18 +1,26 @@
 //! WASI preview1 (`wasi_snapshot_preview1`) served by the host, per VM: arguments and
 //! environment, captured standard streams, clocks, randomness, `proc_exit`, and preopened
-//! directories confined to their sandbox (`fs.rs`).
+//! directories confined beneath their handles (`path.rs`).
+//!
+//! Every guest pointer, length and count is checked before the host allocates, reads or
+//! writes anything (`guest.rs`); the answers to hostile arguments are wasmtime-wasi's.
 
 pub mod errno;
+mod fd;
 mod fs;
 mod guest;
+mod path;
+mod poll;
 pub mod program;
 pub mod suite;
 
+use std::fs::File;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use errno::*;
-use fs::{Fd, FdTable};
+use fs::FdTable;
 use guest::GuestMemory;
 
 use crate::frontend::{ExportKind, Module};
@@ -91,6 +99,13 @@ pub struct WasiOutput {
     pub stderr: Vec<u8>,
 }
 
+/// The most bytes of stdout, and of stderr, kept for one job. Past it a write keeps what fits
+/// and fails with `IO`, as wasmtime's memory pipes of the same capacity do.
+pub const OUTPUT_LIMIT: usize = 64 << 20;
+
+/// The largest `random_get` wasmtime serves (64 MiB); a larger request traps.
+const RANDOM_LIMIT: u32 = 64 << 20;
+
 /// The WASI state of one VM.
 struct VmState {
     argv: Vec<String>,
@@ -98,29 +113,51 @@ struct VmState {
     stdin: Vec<u8>,
     stdin_pos: usize,
     out: WasiOutput,
+    max_output: usize,
     fds: FdTable,
+    /// The deadlines of a `poll_oneoff` this VM is parked in.
+    poll_deadlines: Option<Vec<Option<Instant>>>,
 }
 
 /// The WASI state of a whole fleet, shared between the fleet's host and its owner.
 pub struct WasiState {
     program_name: String,
-    preopens: Vec<(PathBuf, String)>,
+    /// The preopened directories, opened once and shared by every VM's descriptor table.
+    preopens: Vec<(Arc<File>, String)>,
     vms: Vec<VmState>,
-    started: std::time::Instant,
+    started: Instant,
 }
 
 impl WasiState {
     /// A state for `num_vms` VMs of program `program_name` with directories `preopens`
-    /// (`(host, guest)` pairs).
-    pub fn new(program_name: &str, preopens: Vec<(PathBuf, String)>, num_vms: u32) -> Self {
+    /// (`(host, guest)` pairs); fails if a directory cannot be opened.
+    pub fn new(
+        program_name: &str,
+        preopens: Vec<(PathBuf, String)>,
+        num_vms: u32,
+    ) -> Result<Self, VmmError> {
+        let preopens = preopens
+            .into_iter()
+            .map(|(host, guest)| {
+                let dir = cap_primitives::fs::open_ambient_dir(
+                    &host,
+                    cap_primitives::ambient_authority(),
+                )
+                .map_err(|e| VmmError::Preopen {
+                    path: host.display().to_string(),
+                    reason: e.to_string(),
+                })?;
+                Ok((Arc::new(dir), guest))
+            })
+            .collect::<Result<_, VmmError>>()?;
         let mut s = WasiState {
             program_name: program_name.to_string(),
             preopens,
             vms: Vec::new(),
-            started: std::time::Instant::now(),
+            started: Instant::now(),
         };
         s.set_jobs(&vec![WasiJob::default(); num_vms as usize]);
-        s
+        Ok(s)
     }
 
     /// Gives VM i job `jobs[i]` (fresh streams and descriptors).
@@ -135,7 +172,9 @@ impl WasiState {
                 stdin: j.stdin.clone(),
                 stdin_pos: 0,
                 out: WasiOutput::default(),
+                max_output: OUTPUT_LIMIT,
                 fds: FdTable::new(&self.preopens),
+                poll_deadlines: None,
             })
             .collect();
     }
@@ -217,43 +256,59 @@ impl HostFunctions for WasiHost {
             .get_mut(vm as usize)
             .ok_or(HostStop::Trap(TrapKind::HostError))?;
         let mut mem = GuestMemory::new(fleet, vm);
-        let errno = match name.as_str() {
+        let result = match name.as_str() {
             "proc_exit" => return Err(HostStop::Exit(arg(args, 0))),
             "proc_raise" => return Err(HostStop::Trap(TrapKind::HostError)),
+            "poll_oneoff" => {
+                let a = (arg(args, 0), arg(args, 1), arg(args, 2), arg(args, 3));
+                match poll::poll_oneoff(vm_state, &mut mem, a, started) {
+                    Ok(poll::Poll::Park(until)) => return Err(HostStop::Wait(until)),
+                    Ok(poll::Poll::Done) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
             other => dispatch(other, vm_state, &mut mem, args, started),
         };
-        Ok(vec![Value::I32(errno as i32)])
+        match result {
+            Ok(()) => Ok(vec![Value::I32(SUCCESS as i32)]),
+            Err(CallError::Errno(e)) => Ok(vec![Value::I32(e as i32)]),
+            // wasmtime traps on bad pointers; its trap is a host error.
+            Err(CallError::Trap) => Err(HostStop::Trap(TrapKind::HostError)),
+        }
     }
 }
 
-fn ok(r: Result<(), Errno>) -> Errno {
-    r.err().unwrap_or(SUCCESS)
-}
-
-/// Writes a list of strings the way `args_get`/`environ_get` do.
-fn put_strings(
-    mem: &mut GuestMemory<'_>,
-    list: &[String],
-    ptrs: u32,
-    buf: u32,
-) -> Result<(), Errno> {
+/// Writes a list of strings the way `args_get`/`environ_get` do: a pointer per string at
+/// `ptrs`, the NUL-terminated strings from `buf`. Every address is checked (a bad one traps).
+fn put_strings(mem: &mut GuestMemory<'_>, list: &[String], ptrs: u32, buf: u32) -> CallResult<()> {
     let mut at = buf;
     for (i, s) in list.iter().enumerate() {
-        mem.set_u32(ptrs + 4 * i as u32, at)?;
+        let slot = u32::try_from(i)
+            .ok()
+            .and_then(|i| i.checked_mul(4))
+            .and_then(|o| ptrs.checked_add(o))
+            .ok_or(CallError::Trap)?;
+        mem.set_u32(slot, at)?;
         let mut bytes = s.as_bytes().to_vec();
         bytes.push(0);
         mem.write(at, &bytes)?;
-        at += bytes.len() as u32;
+        at = u32::try_from(bytes.len())
+            .ok()
+            .and_then(|n| at.checked_add(n))
+            .ok_or(CallError::Trap)?;
     }
     Ok(())
 }
 
-fn sizes(mem: &mut GuestMemory<'_>, list: &[String], count: u32, size: u32) -> Result<(), Errno> {
-    mem.set_u32(count, list.len() as u32)?;
-    mem.set_u32(size, list.iter().map(|s| s.len() as u32 + 1).sum())
+fn sizes(mem: &mut GuestMemory<'_>, list: &[String], count: u32, size: u32) -> CallResult<()> {
+    let total: usize = list.iter().map(|s| s.len() + 1).sum();
+    let count_v = u32::try_from(list.len()).map_err(|_| OVERFLOW)?;
+    let total = u32::try_from(total).map_err(|_| OVERFLOW)?;
+    mem.set_u32(count, count_v)?;
+    mem.set_u32(size, total)
 }
 
-fn now_ns(id: u32, started: std::time::Instant) -> Result<u64, Errno> {
+fn now_ns(id: u32, started: Instant) -> Result<u64, Errno> {
     match id {
         0 => Ok(std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -263,25 +318,37 @@ fn now_ns(id: u32, started: std::time::Instant) -> Result<u64, Errno> {
     }
 }
 
-fn random_bytes(n: usize) -> Vec<u8> {
+/// Fills `buf` from the host's random source (`/dev/urandom`; a time-seeded xorshift where
+/// it cannot be read).
+fn fill_random(buf: &mut [u8]) {
     use std::io::Read;
-    let mut b = vec![0u8; n];
     if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
+        .and_then(|mut f| f.read_exact(buf))
         .is_err()
     {
         let mut x = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
             | 1;
-        for v in b.iter_mut() {
+        for v in buf.iter_mut() {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
             *v = x as u8;
         }
     }
-    b
+}
+
+/// `random_get`: the length is checked against wasmtime's limit and the buffer against the
+/// VM's memory before anything is allocated.
+fn random_get(mem: &mut GuestMemory<'_>, ptr: u32, len: u32) -> CallResult<()> {
+    if len > RANDOM_LIMIT {
+        return Err(CallError::Trap);
+    }
+    mem.check(ptr, len as u64, 1)?;
+    let mut bytes = vec![0u8; len as usize];
+    fill_random(&mut bytes);
+    mem.write(ptr, &bytes)
 }
 
 fn dispatch(
@@ -289,95 +356,27 @@ fn dispatch(
     st: &mut VmState,
     mem: &mut GuestMemory<'_>,
     a: &[Value],
-    started: std::time::Instant,
-) -> Errno {
+    started: Instant,
+) -> CallResult<()> {
     match name {
-        "args_sizes_get" => ok(sizes(mem, &st.argv, arg(a, 0), arg(a, 1))),
-        "args_get" => ok(put_strings(mem, &st.argv, arg(a, 0), arg(a, 1))),
-        "environ_sizes_get" => ok(sizes(mem, &st.env, arg(a, 0), arg(a, 1))),
-        "environ_get" => ok(put_strings(mem, &st.env, arg(a, 0), arg(a, 1))),
-        "clock_res_get" => ok(match arg(a, 0) {
+        "args_sizes_get" => sizes(mem, &st.argv, arg(a, 0), arg(a, 1)),
+        "args_get" => put_strings(mem, &st.argv, arg(a, 0), arg(a, 1)),
+        "environ_sizes_get" => sizes(mem, &st.env, arg(a, 0), arg(a, 1)),
+        "environ_get" => put_strings(mem, &st.env, arg(a, 0), arg(a, 1)),
+        "clock_res_get" => match arg(a, 0) {
             0..=3 => mem.set_u64(arg(a, 1), 1),
-            _ => Err(INVAL),
-        }),
-        "clock_time_get" => ok(now_ns(arg(a, 0), started).and_then(|t| mem.set_u64(arg(a, 2), t))),
-        "random_get" => ok(mem.write(arg(a, 0), &random_bytes(arg(a, 1) as usize))),
-        "sched_yield" => SUCCESS,
-        "poll_oneoff" => ok(poll_oneoff(
-            st,
-            mem,
-            arg(a, 0),
-            arg(a, 1),
-            arg(a, 2),
-            arg(a, 3),
-        )),
+            _ => Err(INVAL.into()),
+        },
+        "clock_time_get" => {
+            let t = now_ns(arg(a, 0), started)?;
+            mem.set_u64(arg(a, 2), t)
+        }
+        "random_get" => random_get(mem, arg(a, 0), arg(a, 1)),
+        "sched_yield" => Ok(()),
         "sock_accept" | "sock_recv" | "sock_send" | "sock_shutdown" => {
-            match st.fds.get(arg(a, 0)) {
-                Ok(_) => NOTSOCK,
-                Err(e) => e,
-            }
+            st.fds.get(arg(a, 0))?;
+            Err(NOTSOCK.into())
         }
-        _ => ok(fd_call(name, st, mem, a)),
+        _ => fd::fd_call(name, st, mem, a),
     }
 }
-
-/// `poll_oneoff`: descriptors are always ready; clock subscriptions wait (up to one second).
-fn poll_oneoff(
-    st: &mut VmState,
-    mem: &mut GuestMemory<'_>,
-    subs: u32,
-    events: u32,
-    n: u32,
-    nevents: u32,
-) -> Result<(), Errno> {
-    if n == 0 {
-        return Err(INVAL);
-    }
-    let mut ready = Vec::new();
-    let mut clocks = Vec::new();
-    for i in 0..n {
-        let s = mem.read(subs + 48 * i, 48)?;
-        let userdata = u64::from_le_bytes(s[0..8].try_into().map_err(|_| FAULT)?);
-        let tag = s[8];
-        match tag {
-            0 => {
-                let timeout = u64::from_le_bytes(s[24..32].try_into().map_err(|_| FAULT)?);
-                clocks.push((userdata, timeout));
-            }
-            1 | 2 => {
-                let fd = u32::from_le_bytes(s[16..20].try_into().map_err(|_| FAULT)?);
-                let (err, nbytes) = match st.fds.get(fd) {
-                    Ok(Fd::Stdin) => (SUCCESS, (st.stdin.len() - st.stdin_pos) as u64),
-                    Ok(_) => (SUCCESS, 0),
-                    Err(e) => (e, 0),
-                };
-                ready.push((userdata, err, tag, nbytes));
-            }
-            _ => return Err(INVAL),
-        }
-    }
-    if ready.is_empty() {
-        let wait = clocks
-            .iter()
-            .map(|c| c.1)
-            .min()
-            .unwrap_or(0)
-            .min(1_000_000_000);
-        std::thread::sleep(std::time::Duration::from_nanos(wait));
-        for (u, _) in &clocks {
-            ready.push((*u, SUCCESS, 0, 0));
-        }
-    }
-    for (i, (userdata, err, tag, nbytes)) in ready.iter().enumerate() {
-        let mut e = [0u8; 32];
-        e[0..8].copy_from_slice(&userdata.to_le_bytes());
-        e[8..10].copy_from_slice(&err.to_le_bytes());
-        e[10] = *tag;
-        e[16..24].copy_from_slice(&nbytes.to_le_bytes());
-        mem.write(events + 32 * i as u32, &e)?;
-    }
-    mem.set_u32(nevents, ready.len() as u32)
-}
-
-mod calls;
-use calls::fd_call;

@@ -77,7 +77,7 @@ impl WasiFleet {
             &config.program_name,
             config.preopens.clone(),
             config.fleet.num_vms,
-        )));
+        )?));
         let imports = link(&program.module, state.clone(), config.allow_unknown_imports)?;
         if !matches!(
             program.module.export("_start"),
@@ -145,18 +145,33 @@ impl WasiFleet {
     }
 }
 
-/// Reads a job line `{"args": [...], "env": {...}, "stdin": "..." | "stdin_base64": "..."}`.
+/// A WASI job line; keys other than these are an error.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobLine {
+    #[serde(default, deserialize_with = "crate::jobs::present")]
+    args: Option<serde_json::Value>,
+    #[serde(default, deserialize_with = "crate::jobs::present")]
+    env: Option<serde_json::Value>,
+    #[serde(default, deserialize_with = "crate::jobs::present")]
+    stdin: Option<serde_json::Value>,
+    #[serde(default, deserialize_with = "crate::jobs::present")]
+    stdin_base64: Option<serde_json::Value>,
+}
+
+/// Reads a job line `{"args": [...], "env": {...}, "stdin": "..." | "stdin_base64": "..."}`
+/// (every key optional, no others).
 pub fn parse_job(line: &str) -> Result<WasiJob, JobError> {
-    let v: serde_json::Value =
-        serde_json::from_str(line).map_err(|e| JobError(format!("not a JSON object: {e}")))?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| JobError("a job must be a JSON object".into()))?;
+    use crate::jobs::json_kind;
+    let line: JobLine = crate::jobs::parse_object(line)?;
     let mut job = WasiJob::default();
-    if let Some(args) = obj.get("args") {
-        let args = args
-            .as_array()
-            .ok_or_else(|| JobError("\"args\" must be an array".into()))?;
+    if let Some(args) = &line.args {
+        let args = args.as_array().ok_or_else(|| {
+            JobError(format!(
+                "\"args\" must be an array, not {}",
+                json_kind(args)
+            ))
+        })?;
         for a in args {
             job.args.push(match a {
                 serde_json::Value::String(s) => s.clone(),
@@ -164,36 +179,35 @@ pub fn parse_job(line: &str) -> Result<WasiJob, JobError> {
             });
         }
     }
-    if let Some(env) = obj.get("env") {
-        let env = env
-            .as_object()
-            .ok_or_else(|| JobError("\"env\" must be an object".into()))?;
+    if let Some(env) = &line.env {
+        let env = env.as_object().ok_or_else(|| {
+            JobError(format!("\"env\" must be an object, not {}", json_kind(env)))
+        })?;
         for (k, v) in env {
-            let v = v
-                .as_str()
-                .ok_or_else(|| JobError(format!("env value of {k} must be a string")))?;
+            let v = v.as_str().ok_or_else(|| {
+                JobError(format!(
+                    "env value of {k} must be a string, not {}",
+                    json_kind(v)
+                ))
+            })?;
             job.env.push((k.clone(), v.to_string()));
         }
     }
-    match (obj.get("stdin"), obj.get("stdin_base64")) {
+    let string = |key: &str, v: &serde_json::Value| {
+        v.as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| JobError(format!("\"{key}\" must be a string, not {}", json_kind(v))))
+    };
+    match (&line.stdin, &line.stdin_base64) {
         (Some(_), Some(_)) => {
             return Err(JobError(
                 "give \"stdin\" or \"stdin_base64\", not both".into(),
             ))
         }
-        (Some(s), None) => {
-            job.stdin = s
-                .as_str()
-                .ok_or_else(|| JobError("\"stdin\" must be a string".into()))?
-                .as_bytes()
-                .to_vec();
-        }
+        (Some(s), None) => job.stdin = string("stdin", s)?.into_bytes(),
         (None, Some(s)) => {
-            let s = s
-                .as_str()
-                .ok_or_else(|| JobError("\"stdin_base64\" must be a string".into()))?;
             job.stdin = base64::engine::general_purpose::STANDARD
-                .decode(s)
+                .decode(string("stdin_base64", s)?)
                 .map_err(|e| JobError(format!("\"stdin_base64\": {e}")))?;
         }
         (None, None) => {}
@@ -234,6 +248,7 @@ mod tests {
         assert_eq!(j.env, vec![("K".to_string(), "V".to_string())]);
         assert_eq!(j.stdin, b"hi");
         assert!(parse_job(r#"{"stdin": "x", "stdin_base64": "eA=="}"#).is_err());
+        assert_eq!(parse_job("{}").unwrap(), WasiJob::default());
         let r = JobResult {
             exit_code: 3,
             stdout: b"ok\n".to_vec(),
@@ -243,6 +258,39 @@ mod tests {
         assert_eq!(
             result_line(1, &r),
             r#"{"job": 1, "exit_code": 3, "stdout": "ok\n", "stderr_base64": "/w==", "trap": null}"#
+        );
+    }
+
+    #[test]
+    fn job_lines_must_be_objects_with_known_keys() {
+        let err = |line: &str| parse_job(line).unwrap_err().to_string();
+        assert_eq!(err("[1, 2]"), "expected a JSON object, found an array");
+        assert_eq!(err("42"), "expected a JSON object, found a number");
+        assert_eq!(err("null"), "expected a JSON object, found null");
+        assert_eq!(
+            err(r#"{"arg": ["a"]}"#),
+            "unknown key `arg`, expected one of `args`, `env`, `stdin`, `stdin_base64`"
+        );
+        assert_eq!(
+            err(r#"{"args": [], "Stdin": "x"}"#),
+            "unknown key `Stdin`, expected one of `args`, `env`, `stdin`, `stdin_base64`"
+        );
+        assert_eq!(err(r#"{"env": {}, "env": {}}"#), "duplicate key `env`");
+        assert_eq!(
+            err(r#"{"args": null}"#),
+            "\"args\" must be an array, not null"
+        );
+        assert_eq!(
+            err(r#"{"env": []}"#),
+            "\"env\" must be an object, not an array"
+        );
+        assert_eq!(
+            err(r#"{"env": {"K": 1}}"#),
+            "env value of K must be a string, not a number"
+        );
+        assert_eq!(
+            err(r#"{"stdin": 5}"#),
+            "\"stdin\" must be a string, not a number"
         );
     }
 }
