@@ -1,7 +1,7 @@
 //! The descriptor calls of WASI preview1 (`fd_*`).
 //!
 //! Whether a descriptor may be read or written is the host's open mode, as in wasmtime (a
-//! read-only file is `BADF` to a write), not the rights bits. Reads and writes move the first non-empty iovec only, as wasmtime-wasi does (a short
+//! read-only file is `BADF` to a write); rights bits bind only once the guest narrowed them. Reads and writes move the first non-empty iovec only, as wasmtime-wasi does (a short
 //! transfer that the guest's libc continues), so one call never copies more than one guest
 //! buffer, and never more than [`super::guest::HOSTCALL_BUDGET`]. Captured stdout and stderr
 //! stop at the job's output limit the way wasmtime's memory pipes do: the bytes that fit are
@@ -14,6 +14,7 @@ use std::os::unix::fs::FileExt;
 use cap_primitives::fs::Metadata;
 
 use super::errno::*;
+use super::fs::rights::{FD_READ, FD_WRITE};
 use super::fs::{dirents, filestat, filetype, Fd};
 use super::guest::GuestMemory;
 use super::path::times;
@@ -156,10 +157,12 @@ fn transfer(
     // The buffer is checked (bounds, budget) before the descriptor, as wasmtime does.
     let (ptr, len) = mem.first_iovec(arg(a, 1), arg(a, 2))?;
     let n = if name.starts_with("fd_write") || name == "fd_pwrite" {
+        st.fds.require(fd, FD_WRITE)?;
         // The whole buffer must lie in memory (wasmtime checks it before writing).
         mem.check(ptr, len as u64, 1)?;
         write_fd(st, fd, mem, (ptr, len), at)?
     } else {
+        st.fds.require(fd, FD_READ)?;
         // Never more than one byte past the end of memory: a read that would spill traps
         // all the same, without the host allocating what the guest cannot hold.
         let want = (len as u64).min(mem.room(ptr) + 1) as usize;

@@ -76,6 +76,9 @@ struct Entry {
     base: u64,
     inheriting: u64,
     flags: u16,
+    /// The guest narrowed the rights itself (`fd_fdstat_set_rights`): only then are they
+    /// enforced. wasmtime ignores rights; a guest that drops one expects it to bind.
+    narrowed: bool,
 }
 
 /// The descriptor table of one VM.
@@ -93,6 +96,7 @@ impl FdTable {
                 base: rights::STDIO,
                 inheriting: 0,
                 flags: 0,
+                narrowed: false,
             })
         };
         let mut fds = vec![stdio(Fd::Stdin), stdio(Fd::Stdout), stdio(Fd::Stderr)];
@@ -105,6 +109,7 @@ impl FdTable {
                 base: rights::DIR,
                 inheriting: rights::DIR | rights::FILE,
                 flags: 0,
+                narrowed: false,
             }));
         }
         FdTable { fds }
@@ -135,6 +140,17 @@ impl FdTable {
         }
         e.base = base;
         e.inheriting = inheriting;
+        e.narrowed = true;
+        Ok(())
+    }
+
+    /// Fails with `NOTCAPABLE` if the guest narrowed `fd`'s rights and `right` is not among
+    /// them.
+    pub fn require(&mut self, fd: u32, right: u64) -> Result<(), Errno> {
+        let e = self.entry(fd)?;
+        if e.narrowed && e.base & right == 0 {
+            return Err(NOTCAPABLE);
+        }
         Ok(())
     }
 
@@ -164,6 +180,7 @@ impl FdTable {
             base: base & dir_inheriting & kind,
             inheriting: inheriting & dir_inheriting,
             flags,
+            narrowed: false,
         };
         Ok(match self.fds.iter().position(Option::is_none) {
             Some(i) => {

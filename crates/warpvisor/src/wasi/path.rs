@@ -89,12 +89,12 @@ fn path_open(st: &mut VmState, mem: &mut GuestMemory<'_>, a: &[Value]) -> CallRe
     if directory && (creat || excl || trunc) {
         return Err(INVAL.into());
     }
-    // Rights a guest narrowed on the directory (`fd_fdstat_set_rights`) still bind it.
-    let (dir_rights, _, _) = st.fds.rights(fd)?;
-    if (creat && dir_rights & rights::PATH_CREATE_FILE == 0)
-        || (trunc && dir_rights & rights::PATH_FILESTAT_SET_SIZE == 0)
-    {
-        return Err(NOTCAPABLE.into());
+    // Rights a guest narrowed on the directory (`fd_fdstat_set_rights`) bind it.
+    if creat {
+        st.fds.require(fd, rights::PATH_CREATE_FILE)?;
+    }
+    if trunc {
+        st.fds.require(fd, rights::PATH_FILESTAT_SET_SIZE)?;
     }
     let mut opts = OpenOptions::new();
     let write = base & rights::FD_WRITE != 0 || creat || trunc;
