@@ -61,7 +61,7 @@ fn write_file(
         let part = &mut chunk[..(len as usize - done).min(FILE_CHUNK)];
         mem.read_into(ptr + done as u32, part)?;
         let k = match at {
-            Some(off) => io(file.write_at(part, off + done as u64))?,
+            Some(off) => io(file.write_at(part, off.checked_add(done as u64).ok_or(INVAL)?))?,
             None => io(file.write(part))?,
         };
         done += k;

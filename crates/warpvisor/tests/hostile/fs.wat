@@ -82,10 +82,21 @@
     (call $rec (call $fd_read (i32.const 3) (i32.const 256) (i32.const 1) (i32.const 96)))
     (call $rec (call $fd_close (local.get $f))))
 
+  (func $bad_path_pointer
+    ;; A path that wraps around the address space: a trap, as in wasmtime.
+    (call $rec (call $path_open (i32.const 3) (i32.const 0) (i32.const 0xFFFFFFF0) (i32.const 32)
+      (i32.const 0) (i64.const 2) (i64.const 0) (i32.const 0) (i32.const 64))))
+
+  (func $bad_readlink_buffer
+    (call $rec (call $path_symlink (i32.const 4280) (i32.const 10) (i32.const 3) (i32.const 4180) (i32.const 1)))
+    ;; The link's target copied into a buffer past the end of memory.
+    (call $rec (call $path_readlink (i32.const 3) (i32.const 4180) (i32.const 1)
+      (i32.const 2097148) (i32.const 64) (i32.const 96))))
+
   (func (export "_start")
     (block $done
-      (block $6 (block $5 (block $4 (block $3 (block $2 (block $1 (block $0
-        (br_table $0 $1 $2 $3 $4 $5 $6 $done (call $case)))
+      (block $8 (block $7 (block $6 (block $5 (block $4 (block $3 (block $2 (block $1 (block $0
+        (br_table $0 $1 $2 $3 $4 $5 $6 $7 $8 $done (call $case)))
         (call $escape_through_replaced_dir) (br $done))
         (call $times_through_symlink) (br $done))
         (call $times_on_fifo_link) (br $done))
@@ -93,4 +104,6 @@
         (call $remove_the_preopen) (br $done))
         (call $leave_by_name) (br $done))
         (call $rights_by_the_os) (br $done))
+        (call $bad_path_pointer) (br $done))
+        (call $bad_readlink_buffer) (br $done))
     (call $flush)))
