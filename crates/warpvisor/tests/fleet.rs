@@ -251,3 +251,62 @@ fn runaway_vm_stops_out_of_fuel_and_the_others_complete() {
         assert_eq!(o[2], Outcome::Returned(vec![Value::I32(7)]), "{backend}");
     }
 }
+
+/// A host function that writes its VM's number at address 0, tries to write past the end of
+/// its VM's memory (where, contiguously, the next VM's memory begins), and panics for VM 3.
+struct Prober;
+
+impl warpvisor::vmm::HostFunctions for Prober {
+    fn call(
+        &mut self,
+        memory: &mut warpvisor::vmm::VmMemory<'_>,
+        _import: u32,
+        _args: &[Value],
+    ) -> Result<Vec<Value>, warpvisor::vmm::HostStop> {
+        let vm = memory.vm();
+        if vm == 3 {
+            panic!("a host function's own failure");
+        }
+        memory.write(0, &[vm as u8 + 1]).unwrap();
+        let size = memory.size();
+        // One byte past the end, and an offset that wraps: both refused (were either allowed,
+        // this panics and the VM's outcome below is a trap).
+        assert!(memory.write(size, &[0xEE]).is_err());
+        assert!(memory.write(u64::MAX, &[0xEE]).is_err());
+        assert!(memory.read(size - 1, 2).is_err());
+        Ok(Vec::new())
+    }
+}
+
+#[test]
+fn a_host_function_sees_only_its_vm_and_its_failure_traps_only_that_vm() {
+    let wat = r#"(module
+      (import "env" "probe" (func $probe))
+      (memory 1)
+      (func (export "run") (result i32)
+        (call $probe)
+        (i32.add (i32.load8_u (i32.const 0)) (i32.load8_u (i32.const 65535)))))"#;
+    let options = KernelOptions::default();
+    let program =
+        Arc::new(Program::compile(wat.as_bytes(), &options, common::cpu().as_ref()).unwrap());
+    let config = FleetConfig {
+        num_vms: 8,
+        max_memory_pages: 1,
+        ..FleetConfig::default()
+    };
+    let imports = Imports {
+        host: Box::new(Prober),
+        ..Imports::default()
+    };
+    let mut f = Fleet::new(program, config, imports).unwrap();
+    let outcomes = f.invoke("run", &vec![Vec::new(); 8]).unwrap();
+    for (vm, o) in outcomes.iter().enumerate() {
+        let expected = if vm == 3 {
+            Outcome::Trapped(TrapKind::HostError)
+        } else {
+            // Its own byte, and no 0xEE at the end of its memory from the neighbour's probe.
+            Outcome::Returned(vec![Value::I32(vm as i32 + 1)])
+        };
+        assert_eq!(*o, expected, "VM {vm}");
+    }
+}

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use arbitrary::Unstructured;
 use hostile::Sandbox;
 use warpvisor::layout::InterleavedLayout;
-use warpvisor::vmm::{FleetBuffers, HostStop, TrapKind, Value};
+use warpvisor::vmm::{FleetBuffers, HostStop, TrapKind, Value, VmMemory};
 use warpvisor::wasi::{link, WasiState, FUNCTIONS};
 
 /// Pages of guest memory.
@@ -86,7 +86,7 @@ fn fuzz_one(data: &[u8], sandbox: &Sandbox) {
             break;
         };
         let args: Vec<Value> = (0..nargs).map_while(|_| value(&mut u).ok()).collect();
-        match host.call(&mut buffers, 0, import, &args) {
+        match host.call(&mut VmMemory::new(&mut buffers, 0), import, &args) {
             Ok(v) => assert!(matches!(v.as_slice(), [Value::I32(_)]), "{v:?}"),
             Err(HostStop::Trap(kind)) => assert_eq!(kind, TrapKind::HostError),
             Err(HostStop::Exit(_) | HostStop::Wait(_)) => {}

@@ -7,7 +7,7 @@ use wasmparser::ValType;
 
 use super::abi::{status, VmControl, FRAME_HEADER, NO_FRAME, NULL_REF};
 use super::buffers::FleetBuffers;
-use super::{Outcome, Program, TrapKind, Value, VmmError};
+use super::{Outcome, Program, TrapKind, Value, VmMemory, VmmError};
 use crate::frontend::{ConstExpr, SegmentMode};
 use crate::layout::{InterleavedLayout, PAGE};
 
@@ -58,12 +58,12 @@ pub enum HostStop {
 
 /// Services calls to imported functions (hypercalls).
 pub trait HostFunctions {
-    /// Runs import `import` (function index) for VM `vm` with `args`; `fleet` gives access to
-    /// the VM's memory.
+    /// Runs import `import` (function index) with `args` for the VM whose memory `memory` is
+    /// (`memory.vm()` is its index): the one VM a host function can see. A panic here traps
+    /// that VM (`host_error`); the others carry on.
     fn call(
         &mut self,
-        fleet: &mut FleetBuffers,
-        vm: u32,
+        memory: &mut VmMemory<'_>,
         import: u32,
         args: &[Value],
     ) -> Result<Vec<Value>, HostStop>;
@@ -73,13 +73,7 @@ pub trait HostFunctions {
 pub struct NoHost;
 
 impl HostFunctions for NoHost {
-    fn call(
-        &mut self,
-        _: &mut FleetBuffers,
-        _: u32,
-        _: u32,
-        _: &[Value],
-    ) -> Result<Vec<Value>, HostStop> {
+    fn call(&mut self, _: &mut VmMemory<'_>, _: u32, _: &[Value]) -> Result<Vec<Value>, HostStop> {
         Err(HostStop::Trap(TrapKind::HostError))
     }
 }
@@ -669,7 +663,15 @@ impl Fleet {
                     Value::from_word(*t, w)
                 })
                 .collect();
-            let result = self.imports.host.call(&mut self.buffers, vm, import, &args);
+            let result = {
+                let host = &mut self.imports.host;
+                let mut memory = VmMemory::new(&mut self.buffers, vm);
+                // A host function's own failure is its VM's trap, not the host's.
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    host.call(&mut memory, import, &args)
+                }))
+                .unwrap_or(Err(HostStop::Trap(TrapKind::HostError)))
+            };
             if let Err(HostStop::Wait(t)) = result {
                 self.parked_until[vm as usize] = Some(t);
                 wake = Some(wake.map_or(t, |w| w.min(t)));

@@ -5,6 +5,7 @@ pub mod abi;
 mod buffers;
 mod fleet;
 mod values;
+mod view;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 pub use buffers::{FleetBuffers, ZeroedBytes};
 pub use fleet::{Fleet, FleetConfig, FleetStats, HostFunctions, HostStop, Imports, NoHost};
 pub use values::{Outcome, TrapKind, Value};
+pub use view::{OutOfBounds, VmMemory};
 
 use crate::backend::{Backend, BackendError, Kernel};
 

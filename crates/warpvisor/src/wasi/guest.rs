@@ -7,42 +7,31 @@
 //! fails with `NOMEM` before copying anything.
 
 use super::errno::{CallError, CallResult, NOMEM};
-use crate::layout::PAGE;
-use crate::vmm::FleetBuffers;
+use crate::vmm::VmMemory;
 
 /// The most bytes one WASI call may copy between the guest and the host (wasmtime's default
 /// hostcall fuel, 128 MiB): iovec arrays, the buffer they name, paths, subscriptions.
 pub const HOSTCALL_BUDGET: u64 = 128 << 20;
 
-/// The memory of one VM during one WASI call, with that call's copy budget.
+/// The memory of the calling VM during one WASI call, with that call's copy budget.
 pub struct GuestMemory<'a> {
-    buffers: &'a mut FleetBuffers,
-    vm: u32,
+    memory: VmMemory<'a>,
     budget: u64,
 }
 
 impl<'a> GuestMemory<'a> {
-    /// VM `vm`'s memory in `buffers`, with a fresh [`HOSTCALL_BUDGET`].
-    pub fn new(buffers: &'a mut FleetBuffers, vm: u32) -> Self {
+    /// The calling VM's memory, with a fresh [`HOSTCALL_BUDGET`].
+    pub fn new(memory: VmMemory<'a>) -> Self {
         GuestMemory {
-            buffers,
-            vm,
+            memory,
             budget: HOSTCALL_BUDGET,
         }
-    }
-
-    fn size(&self) -> u64 {
-        self.buffers
-            .mem_pages
-            .get(self.vm as usize)
-            .map_or(0, |&p| p.min(self.buffers.layout.max_pages) as u64 * PAGE)
     }
 
     /// Traps unless `[ptr, ptr + len)` lies in the VM's memory and `ptr` is a multiple of
     /// `align`.
     pub fn check(&self, ptr: u32, len: u64, align: u32) -> CallResult<()> {
-        let end = (ptr as u64).checked_add(len).ok_or(CallError::Trap)?;
-        if end > self.size() || !ptr.is_multiple_of(align.max(1)) {
+        if self.memory.check(ptr as u64, len).is_err() || !ptr.is_multiple_of(align.max(1)) {
             return Err(CallError::Trap);
         }
         Ok(())
@@ -50,7 +39,7 @@ impl<'a> GuestMemory<'a> {
 
     /// How many bytes from `ptr` to the end of the VM's memory (0 past it).
     pub fn room(&self, ptr: u32) -> u64 {
-        self.size().saturating_sub(ptr as u64)
+        self.memory.size().saturating_sub(ptr as u64)
     }
 
     /// Charges `bytes` to this call's copy budget: `NOMEM` once it is spent.
@@ -69,15 +58,16 @@ impl<'a> GuestMemory<'a> {
 
     /// `len` bytes at `ptr` (bounds checked first, then copied).
     pub fn read(&self, ptr: u32, len: u32) -> CallResult<Vec<u8>> {
-        self.check(ptr, len as u64, 1)?;
-        Ok(self.buffers.read_memory(self.vm, ptr as u64, len as usize))
+        self.memory
+            .read(ptr as u64, len as usize)
+            .map_err(|_| CallError::Trap)
     }
 
     /// Copies the bytes at `ptr` into `out` (bounds checked first): no intermediate copy.
     pub fn read_into(&self, ptr: u32, out: &mut [u8]) -> CallResult<()> {
-        self.check(ptr, out.len() as u64, 1)?;
-        self.buffers.read_memory_into(self.vm, ptr as u64, out);
-        Ok(())
+        self.memory
+            .read_into(ptr as u64, out)
+            .map_err(|_| CallError::Trap)
     }
 
     /// Writes `bytes` at `ptr`.
@@ -88,15 +78,17 @@ impl<'a> GuestMemory<'a> {
     /// Writes `bytes` at `ptr`, which must be a multiple of `align` (a WASI struct).
     pub fn write_aligned(&mut self, ptr: u32, bytes: &[u8], align: u32) -> CallResult<()> {
         self.check(ptr, bytes.len() as u64, align)?;
-        self.buffers.write_memory(self.vm, ptr as u64, bytes);
-        Ok(())
+        self.memory
+            .write(ptr as u64, bytes)
+            .map_err(|_| CallError::Trap)
     }
 
     /// A little-endian `u32` at `ptr` (4-aligned).
     pub fn u32(&self, ptr: u32) -> CallResult<u32> {
         self.check(ptr, 4, 4)?;
-        let b = self.buffers.read_memory(self.vm, ptr as u64, 4);
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        let mut b = [0u8; 4];
+        self.read_into(ptr, &mut b)?;
+        Ok(u32::from_le_bytes(b))
     }
 
     /// Writes a little-endian `u32` (4-aligned).
@@ -144,6 +136,7 @@ impl<'a> GuestMemory<'a> {
 mod tests {
     use super::*;
     use crate::layout::InterleavedLayout;
+    use crate::vmm::FleetBuffers;
 
     fn buffers(pages: u32) -> FleetBuffers {
         let layout = InterleavedLayout {
@@ -162,7 +155,7 @@ mod tests {
     #[test]
     fn pointers_past_the_end_or_wrapping_trap() {
         let mut b = buffers(1);
-        let mut m = GuestMemory::new(&mut b, 0);
+        let mut m = GuestMemory::new(VmMemory::new(&mut b, 0));
         assert_eq!(m.read(65_532, 4).map(|v| v.len()), Ok(4));
         assert_eq!(m.read(65_533, 4), Err(CallError::Trap));
         assert_eq!(m.read(u32::MAX, 2), Err(CallError::Trap));
@@ -174,14 +167,14 @@ mod tests {
     #[test]
     fn huge_iovec_requests_are_refused_before_copying() {
         let mut b = buffers(1);
-        let mut m = GuestMemory::new(&mut b, 0);
+        let mut m = GuestMemory::new(VmMemory::new(&mut b, 0));
         // 2^29 iovecs of 8 bytes: more than the budget, refused without reading them.
         assert_eq!(m.first_iovec(0, 1 << 29), Err(CallError::Errno(NOMEM)));
-        let mut m = GuestMemory::new(&mut b, 0);
+        let mut m = GuestMemory::new(VmMemory::new(&mut b, 0));
         m.set_u32(0, 100).unwrap_or_else(|e| panic!("{e:?}"));
         m.set_u32(4, u32::MAX).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(m.first_iovec(0, 1), Err(CallError::Errno(NOMEM)));
-        let mut m = GuestMemory::new(&mut b, 0);
+        let mut m = GuestMemory::new(VmMemory::new(&mut b, 0));
         m.set_u32(4, 70_000).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(m.first_iovec(0, 1), Ok((100, 70_000)), "checked when used");
         assert_eq!(m.read(100, 70_000), Err(CallError::Trap));

@@ -24,7 +24,7 @@ use fs::FdTable;
 use guest::GuestMemory;
 
 use crate::frontend::{ExportKind, Module};
-use crate::vmm::{FleetBuffers, HostFunctions, HostStop, Imports, TrapKind, Value, VmmError};
+use crate::vmm::{HostFunctions, HostStop, Imports, TrapKind, Value, VmMemory, VmmError};
 
 /// The import module WASI preview1 functions come from.
 pub const MODULE: &str = "wasi_snapshot_preview1";
@@ -241,11 +241,11 @@ fn arg64(args: &[Value], i: usize) -> u64 {
 impl HostFunctions for WasiHost {
     fn call(
         &mut self,
-        fleet: &mut FleetBuffers,
-        vm: u32,
+        memory: &mut VmMemory<'_>,
         import: u32,
         args: &[Value],
     ) -> Result<Vec<Value>, HostStop> {
+        let vm = memory.vm();
         let Some(Some(name)) = self.calls.get(import as usize) else {
             return Err(HostStop::Trap(TrapKind::HostError));
         };
@@ -255,7 +255,7 @@ impl HostFunctions for WasiHost {
             .vms
             .get_mut(vm as usize)
             .ok_or(HostStop::Trap(TrapKind::HostError))?;
-        let mut mem = GuestMemory::new(fleet, vm);
+        let mut mem = GuestMemory::new(memory.reborrow());
         let result = match name.as_str() {
             "proc_exit" => return Err(HostStop::Exit(arg(args, 0))),
             "proc_raise" => return Err(HostStop::Trap(TrapKind::HostError)),

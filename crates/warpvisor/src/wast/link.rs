@@ -7,7 +7,7 @@ use std::rc::Rc;
 use wasmparser::{FuncType, RefType, ValType};
 
 use crate::frontend::{ExportKind, Module};
-use crate::vmm::{Fleet, FleetBuffers, HostFunctions, HostStop, Imports, Outcome, TrapKind, Value};
+use crate::vmm::{Fleet, HostFunctions, HostStop, Imports, Outcome, TrapKind, Value, VmMemory};
 
 /// An instance a script created, shared with the modules that import from it.
 pub type InstanceRef = Rc<RefCell<Fleet>>;
@@ -47,8 +47,7 @@ struct ScriptHost {
 impl HostFunctions for ScriptHost {
     fn call(
         &mut self,
-        _: &mut FleetBuffers,
-        _vm: u32,
+        _: &mut VmMemory<'_>,
         import: u32,
         args: &[Value],
     ) -> Result<Vec<Value>, HostStop> {
