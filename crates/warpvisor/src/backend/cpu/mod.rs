@@ -32,7 +32,7 @@ impl CpuBackend {
             workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         Ok(CpuBackend {
             compiler,
-            pool: Arc::new(WorkerPool::new(n.max(1))),
+            pool: Arc::new(WorkerPool::new(n.max(1)).map_err(BackendError::Launch)?),
         })
     }
 }
@@ -70,20 +70,21 @@ impl Backend for CpuBackend {
         // Raw addresses so that each worker can write its own disjoint chunk.
         let (from, to) = (src.as_ptr() as usize, dst.as_mut_ptr() as usize);
         super::best_rate(bytes, 5, || {
-            self.pool.run(workers, &|w| {
-                let lo = (w * chunk).min(bytes);
-                let hi = (lo + chunk).min(bytes);
-                // SAFETY: [lo, hi) lies inside both buffers, which outlive `run`, and chunks
-                // of different workers do not overlap.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        (from as *const u8).add(lo),
-                        (to as *mut u8).add(lo),
-                        hi - lo,
-                    )
-                };
-            });
-            Ok(())
+            self.pool
+                .run(workers, &|w| {
+                    let lo = (w * chunk).min(bytes);
+                    let hi = (lo + chunk).min(bytes);
+                    // SAFETY: [lo, hi) lies inside both buffers, which outlive `run`, and chunks
+                    // of different workers do not overlap.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            (from as *const u8).add(lo),
+                            (to as *mut u8).add(lo),
+                            hi - lo,
+                        )
+                    };
+                })
+                .map_err(BackendError::Launch)
         })
     }
 }
@@ -111,10 +112,12 @@ impl Kernel for CpuKernel {
         }
         // Interleaved assignment: worker w runs VMs w, w + W, w + 2W, ...
         let workers = self.pool.workers().min(n as usize) as u32;
-        self.pool.run(workers as usize, &|w| {
-            // SAFETY: each worker touches only its own VMs; `abi` outlives `run`.
-            unsafe { launch(&abi, w as u32, n, workers) };
-        });
+        self.pool
+            .run(workers as usize, &|w| {
+                // SAFETY: each worker touches only its own VMs; `abi` outlives `run`.
+                unsafe { launch(&abi, w as u32, n, workers) };
+            })
+            .map_err(BackendError::Launch)?;
         // The kernel works on the host's buffers: nothing is transferred.
         Ok(LaunchTimes {
             execute: start.elapsed(),

@@ -1,126 +1,50 @@
-//! A pool of worker threads reused across launches: a launch wakes the workers, each runs its
-//! share of the VMs, and the caller waits for the last one. No thread is created per launch.
+//! The worker threads of the `cpu` backend, reused across launches: a rayon pool of fixed
+//! size. A launch broadcasts one job to every worker and returns when all have finished; a
+//! panic in a job reaches the caller as an error after the others finish, so a launch can
+//! neither deadlock nor leave a thread behind.
 
-use std::sync::{Arc, Condvar, Mutex};
-use std::thread::JoinHandle;
-
-type Job = &'static (dyn Fn(usize) + Sync);
-
-struct State {
-    generation: u64,
-    job: Option<(Job, usize)>,
-    running: usize,
-    shutdown: bool,
-}
-
-struct Shared {
-    state: Mutex<State>,
-    start: Condvar,
-    done: Condvar,
-}
+use rayon::{ThreadPool, ThreadPoolBuilder};
 
 /// Persistent worker threads.
 pub struct WorkerPool {
-    shared: Arc<Shared>,
-    threads: Vec<JoinHandle<()>>,
-    launch: Mutex<()>,
+    pool: ThreadPool,
 }
 
 impl WorkerPool {
-    /// Starts `n` workers.
-    pub fn new(n: usize) -> Self {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                generation: 0,
-                job: None,
-                running: 0,
-                shutdown: false,
-            }),
-            start: Condvar::new(),
-            done: Condvar::new(),
-        });
-        let threads = (0..n)
-            .filter_map(|w| {
-                let shared = shared.clone();
-                std::thread::Builder::new()
-                    .name(format!("warpvisor-worker-{w}"))
-                    .spawn(move || worker(w, &shared))
-                    .ok()
-            })
-            .collect();
-        WorkerPool {
-            shared,
-            threads,
-            launch: Mutex::new(()),
-        }
+    /// Starts `n` workers (at least one).
+    pub fn new(n: usize) -> Result<Self, String> {
+        let pool = ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .thread_name(|w| format!("warpvisor-worker-{w}"))
+            .build()
+            .map_err(|e| format!("cannot start {n} worker threads: {e}"))?;
+        Ok(WorkerPool { pool })
     }
 
     /// Number of workers.
     pub fn workers(&self) -> usize {
-        self.threads.len().max(1)
+        self.pool.current_num_threads()
     }
 
-    /// Runs `job(w)` on workers `0..n` and waits for all of them.
-    pub fn run(&self, n: usize, job: &(dyn Fn(usize) + Sync)) {
-        if self.threads.is_empty() {
-            for w in 0..n {
-                job(w);
-            }
-            return;
-        }
-        let _one_launch_at_a_time = self.launch.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: `run` does not return before every worker has finished with `job`, so
-        // extending its lifetime is never observed.
-        let job: Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), Job>(job) };
-        let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.job = Some((job, n.min(self.threads.len())));
-        st.running = n.min(self.threads.len());
-        st.generation += 1;
-        self.shared.start.notify_all();
-        while st.running > 0 {
-            st = self.shared.done.wait(st).unwrap_or_else(|e| e.into_inner());
-        }
-        st.job = None;
-    }
-}
-
-fn worker(index: usize, shared: &Shared) {
-    let mut seen = 0u64;
-    loop {
-        let job = {
-            let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            while st.generation == seen && !st.shutdown {
-                st = shared.start.wait(st).unwrap_or_else(|e| e.into_inner());
-            }
-            if st.shutdown {
-                return;
-            }
-            seen = st.generation;
-            st.job
-        };
-        if let Some((job, n)) = job {
-            if index < n {
-                job(index);
-                let mut st = shared.state.lock().unwrap_or_else(|e| e.into_inner());
-                st.running -= 1;
-                if st.running == 0 {
-                    shared.done.notify_all();
+    /// Runs `job(w)` for `w` in `0..n` (`n` at most [`WorkerPool::workers`]), one per worker,
+    /// and waits for all of them; `Err` if one panicked.
+    pub fn run(&self, n: usize, job: &(dyn Fn(usize) + Sync)) -> Result<(), String> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.pool.broadcast(|ctx| {
+                if ctx.index() < n {
+                    job(ctx.index());
                 }
-            }
-        }
-    }
-}
-
-impl Drop for WorkerPool {
-    fn drop(&mut self) {
-        {
-            let mut st = self.shared.state.lock().unwrap_or_else(|e| e.into_inner());
-            st.shutdown = true;
-        }
-        self.shared.start.notify_all();
-        for t in self.threads.drain(..) {
-            let _ = t.join();
-        }
+            })
+        }))
+        .map(|_| ())
+        .map_err(|p| {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            format!("a worker thread panicked: {what}")
+        })
     }
 }
 
@@ -131,14 +55,27 @@ mod tests {
 
     #[test]
     fn every_worker_runs_once_per_launch_and_threads_are_reused() {
-        let pool = WorkerPool::new(3);
+        let pool = WorkerPool::new(3).unwrap_or_else(|e| panic!("{e}"));
         let count = AtomicUsize::new(0);
         for _ in 0..100 {
-            pool.run(3, &|_| {
+            let r = pool.run(3, &|_| {
                 count.fetch_add(1, Ordering::SeqCst);
             });
+            assert_eq!(r, Ok(()));
         }
         assert_eq!(count.load(Ordering::SeqCst), 300);
         assert_eq!(pool.workers(), 3);
+    }
+
+    #[test]
+    fn a_panicking_job_is_an_error_and_the_pool_goes_on() {
+        let pool = WorkerPool::new(2).unwrap_or_else(|e| panic!("{e}"));
+        let r = pool.run(2, &|w| assert_ne!(w, 1, "worker one fails"));
+        assert!(r.is_err_and(|e| e.contains("panicked")));
+        let count = AtomicUsize::new(0);
+        let r = pool.run(2, &|_| {
+            count.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!((r, count.load(Ordering::SeqCst)), (Ok(()), 2));
     }
 }
