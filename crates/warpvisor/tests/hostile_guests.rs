@@ -9,7 +9,7 @@ mod hostile;
 
 use std::time::{Duration, Instant};
 
-use hostile::{brief, case, guest, on, on_fleet, on_wasmtime, Sandbox};
+use hostile::{brief, case, guest, on, on_fleet, on_fleet_with_timeout, on_wasmtime, Sandbox};
 use warpvisor::vmm::TrapKind;
 use warpvisor::wasi::WasiJob;
 
@@ -157,4 +157,43 @@ fn sleeping_vms_are_parked_not_slept_one_by_one() {
     for r in &ours {
         assert_eq!(r, &theirs[0]);
     }
+}
+
+#[test]
+fn a_parked_vm_still_stops_at_the_timeout() {
+    // A guest asking to sleep 100 s, in a fleet limited to half a second.
+    let wasm = guest("sleep");
+    let text = sleep_guest_text(100);
+    let wasm_long = wat::parse_str(&text).unwrap();
+    assert_ne!(wasm, wasm_long);
+    let jobs = vec![WasiJob::default(); 4];
+    let _ = on_fleet("cpu", &wasm, &jobs, Vec::new()); // build a kernel first
+    let start = Instant::now();
+    let results = on_fleet_with_timeout(
+        "cpu",
+        &wasm_long,
+        &jobs,
+        Vec::new(),
+        Some(Duration::from_millis(500)),
+    );
+    let took = start.elapsed();
+    for r in &results {
+        assert_eq!(r.trap, Some(TrapKind::Timeout), "{}", brief(r));
+    }
+    assert!(
+        took < Duration::from_secs(60),
+        "the timeout did not stop parked VMs: {took:?}"
+    );
+}
+
+/// `sleep.wat` with a sleep of `secs` seconds.
+fn sleep_guest_text(secs: u64) -> String {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/hostile");
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    read("sleep.wat")
+        .replace(";; PRELUDE", &read("prelude.wat"))
+        .replace(
+            "(i64.const 1000000000)",
+            &format!("(i64.const {})", secs * 1_000_000_000),
+        )
 }

@@ -183,6 +183,17 @@ pub fn on_fleet(
     jobs: &[WasiJob],
     preopens: Vec<(PathBuf, String)>,
 ) -> Vec<JobResult> {
+    on_fleet_with_timeout(backend, wasm, jobs, preopens, None)
+}
+
+/// [`on_fleet`] with the fleet's wall-clock limit.
+pub fn on_fleet_with_timeout(
+    backend: &str,
+    wasm: &[u8],
+    jobs: &[WasiJob],
+    preopens: Vec<(PathBuf, String)>,
+    timeout: Option<std::time::Duration>,
+) -> Vec<JobResult> {
     let kernel = KernelOptions {
         dialect: common::dialect(backend),
         interleave: if backend == "opencl" { 4 } else { 0 },
@@ -197,6 +208,7 @@ pub fn on_fleet(
             max_memory_pages: MAX_PAGES,
             // Small stacks: the fleet's own up-front memory stays out of the RSS measurement.
             stack_words: 1 << 12,
+            timeout,
             ..FleetConfig::default()
         },
         program_name: "hostile.wasm".into(),
