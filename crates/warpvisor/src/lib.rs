@@ -4,7 +4,8 @@
 //! The pipeline: [`frontend`] (bytes → validated module) → [`analysis`] (call graph, yields,
 //! liveness) → [`codegen`] (kernel source) → [`backend`] (device program) → [`vmm`] (the fleet of
 //! VMs: layout, instantiation, invocation, hypercalls). [`runner`] runs jobs on a fleet or on
-//! wasmtime alike; [`wast`] runs spec-test scripts.
+//! wasmtime alike; [`wast`] runs spec-test scripts. [`limits`] lists what warpvisor refuses to
+//! translate, and why.
 
 pub mod analysis;
 pub mod backend;
@@ -12,6 +13,7 @@ pub mod codegen;
 pub mod frontend;
 pub mod jobs;
 pub mod layout;
+pub mod limits;
 pub mod runner;
 pub mod vmm;
 pub mod wasi;

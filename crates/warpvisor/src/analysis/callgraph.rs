@@ -5,6 +5,8 @@
 //! calls — directly or through `call_indirect` — a function that yields. All others are
 //! *fastcalls*: plain C functions.
 
+use std::collections::HashMap;
+
 use crate::frontend::{ConstExpr, Module};
 use wasmparser::{FuncType, Operator};
 
@@ -22,15 +24,15 @@ impl Signatures {
     /// Computes canonical ids for every type of `module`.
     pub fn new(module: &Module<'_>) -> Self {
         let mut distinct: Vec<FuncType> = Vec::new();
+        let mut ids: HashMap<&FuncType, u32> = HashMap::new();
         let of_type = module
             .types
             .iter()
-            .map(|t| match distinct.iter().position(|d| d == t) {
-                Some(i) => i as u32,
-                None => {
+            .map(|t| {
+                *ids.entry(t).or_insert_with(|| {
                     distinct.push(t.clone());
                     distinct.len() as u32 - 1
-                }
+                })
             })
             .collect();
         Signatures { of_type, distinct }
@@ -43,13 +45,23 @@ impl Signatures {
 }
 
 /// The call graph with the yield classification.
+///
+/// Indirect calls go through one node per canonical signature — a function calls the
+/// signatures it uses with `call_indirect`, a signature calls its possible targets — so the
+/// graph stays as large as the module: a module whose every function calls through a table of
+/// all of them has `2n` edges here, not `n²`.
 #[derive(Debug, Clone)]
 pub struct CallGraph {
-    /// Callees of each function (direct and possible indirect targets), deduplicated.
+    /// Direct callees of each function, deduplicated.
     pub callees: Vec<Vec<u32>>,
+    /// Canonical signatures each function calls through `call_indirect`, deduplicated.
+    pub indirect: Vec<Vec<u32>>,
     /// Functions whose reference can be taken (element segments, `ref.func`): the possible
     /// `call_indirect` targets.
     pub referenceable: Vec<bool>,
+    /// Possible `call_indirect` targets by canonical signature: referenceable functions of
+    /// that signature, in index order.
+    pub targets_by_sig: Vec<Vec<u32>>,
     /// Whether each function can yield.
     pub yields: Vec<bool>,
 }
@@ -83,64 +95,83 @@ impl CallGraph {
                 }
             }
         }
-        // Possible targets of an indirect call, per canonical signature.
-        let mut by_sig: Vec<Vec<u32>> = vec![Vec::new(); sigs.distinct.len()];
+        let mut targets_by_sig: Vec<Vec<u32>> = vec![Vec::new(); sigs.distinct.len()];
         for f in 0..n as u32 {
             if referenceable[f as usize] {
-                by_sig[sigs.of_func(module, f) as usize].push(f);
+                targets_by_sig[sigs.of_func(module, f) as usize].push(f);
             }
         }
         let mut callees: Vec<Vec<u32>> = vec![Vec::new(); n];
+        let mut indirect: Vec<Vec<u32>> = vec![Vec::new(); n];
         for (i, body) in module.bodies.iter().enumerate() {
             let f = module.imported_funcs + i;
-            let out = &mut callees[f];
             for op in &body.ops {
                 match op {
-                    Operator::Call { function_index } => out.push(*function_index),
+                    Operator::Call { function_index } => callees[f].push(*function_index),
                     Operator::CallIndirect { type_index, .. } => {
-                        out.extend(&by_sig[sigs.of_type[*type_index as usize] as usize])
+                        indirect[f].push(sigs.of_type[*type_index as usize])
                     }
                     _ => {}
                 }
             }
-            out.sort_unstable();
-            out.dedup();
+            for list in [&mut callees[f], &mut indirect[f]] {
+                list.sort_unstable();
+                list.dedup();
+            }
         }
-        let mut yields = vec![false; n];
+        // Nodes: functions, then one per signature.
+        let mut edges: Vec<Vec<u32>> = Vec::with_capacity(n + targets_by_sig.len());
+        for f in 0..n {
+            let mut out = callees[f].clone();
+            out.extend(indirect[f].iter().map(|&s| n as u32 + s));
+            edges.push(out);
+        }
+        edges.extend(targets_by_sig.iter().cloned());
+        let mut yields = vec![false; edges.len()];
         for y in yields.iter_mut().take(module.imported_funcs) {
             *y = true;
         }
-        for scc in strongly_connected(&callees) {
-            let cyclic = scc.len() > 1 || callees[scc[0] as usize].contains(&scc[0]);
+        for scc in strongly_connected(&edges) {
+            let cyclic = scc.len() > 1 || edges[scc[0] as usize].contains(&scc[0]);
             if cyclic {
                 for f in scc {
                     yields[f as usize] = true;
                 }
             }
         }
-        // Propagate to callers until nothing changes.
-        let mut changed = true;
-        while changed {
-            changed = false;
-            for f in 0..n {
-                if !yields[f] && callees[f].iter().any(|&c| yields[c as usize]) {
-                    yields[f] = true;
-                    changed = true;
+        // A node yields when it can reach one that does: walk the reversed edges once.
+        let mut callers: Vec<Vec<u32>> = vec![Vec::new(); edges.len()];
+        for (from, out) in edges.iter().enumerate() {
+            for &to in out {
+                callers[to as usize].push(from as u32);
+            }
+        }
+        let mut work: Vec<u32> = (0..edges.len() as u32)
+            .filter(|&v| yields[v as usize])
+            .collect();
+        while let Some(v) = work.pop() {
+            for &c in &callers[v as usize] {
+                if !yields[c as usize] {
+                    yields[c as usize] = true;
+                    work.push(c);
                 }
             }
         }
+        yields.truncate(n);
         CallGraph {
             callees,
+            indirect,
             referenceable,
+            targets_by_sig,
             yields,
         }
     }
 
     /// Possible targets of a `call_indirect` with canonical signature `sig`.
-    pub fn indirect_targets(&self, module: &Module<'_>, sigs: &Signatures, sig: u32) -> Vec<u32> {
-        (0..module.funcs.len() as u32)
-            .filter(|&f| self.referenceable[f as usize] && sigs.of_func(module, f) == sig)
-            .collect()
+    pub fn indirect_targets(&self, sig: u32) -> &[u32] {
+        self.targets_by_sig
+            .get(sig as usize)
+            .map_or(&[], Vec::as_slice)
     }
 }
 
@@ -200,7 +231,39 @@ fn strongly_connected(edges: &[Vec<u32>]) -> Vec<Vec<u32>> {
 
 #[cfg(test)]
 mod tests {
-    use super::strongly_connected;
+    use super::{strongly_connected, CallGraph, Signatures};
+
+    fn graph(wat: &str) -> CallGraph {
+        let bytes = wat::parse_str(wat).unwrap();
+        let m = crate::frontend::load(&bytes).unwrap();
+        CallGraph::new(&m, &Signatures::new(&m))
+    }
+
+    #[test]
+    fn recursion_through_a_table_yields() {
+        // $a calls through the table, which holds $b, which calls $a; $c has another type.
+        let g = graph(
+            r#"(module (type $t (func)) (table 2 funcref) (elem (i32.const 0) $b $c)
+              (func $a (call_indirect (type $t) (i32.const 0)))
+              (func $b (call $a))
+              (func $c (param i32))
+              (func $d (call $c (i32.const 1))))"#,
+        );
+        assert_eq!(g.yields, vec![true, true, false, false]);
+        assert_eq!(g.indirect[0], vec![0]);
+        assert_eq!(g.indirect_targets(0), &[1]);
+    }
+
+    #[test]
+    fn a_long_chain_to_an_import_yields_throughout() {
+        // Function i calls i + 1; the last calls the import.
+        let n = 3_000;
+        let funcs: String = (1..=n)
+            .map(|i| format!("(func (call {}))", if i == n { 0 } else { i + 1 }))
+            .collect();
+        let g = graph(&format!(r#"(module (import "m" "g" (func)) {funcs})"#));
+        assert!(g.yields.iter().all(|&y| y));
+    }
 
     #[test]
     fn finds_cycles() {

@@ -53,6 +53,32 @@ impl Liveness {
         Liveness { words, live_out }
     }
 
+    /// Liveness of a body of `ops` with `num_locals` locals, or `None` when it would take more
+    /// than [`crate::limits::MAX_LIVENESS_WORDS`] words (then every local counts as live).
+    pub fn within_limit(ops: &[Operator<'_>], num_locals: usize) -> Option<Self> {
+        let words = num_locals.div_ceil(64).max(1);
+        (ops.len().saturating_mul(words) <= crate::limits::MAX_LIVENESS_WORDS)
+            .then(|| Self::new(ops, num_locals))
+    }
+
+    /// The locals live after operator `op`, in increasing order.
+    pub fn live_locals_after(&self, op: usize) -> impl Iterator<Item = u32> + '_ {
+        let words = self
+            .live_out
+            .get(op * self.words..(op + 1) * self.words)
+            .unwrap_or(&[]);
+        words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut bits = w;
+            std::iter::from_fn(move || {
+                (bits != 0).then(|| {
+                    let b = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    (i * 64) as u32 + b
+                })
+            })
+        })
+    }
+
     /// Whether local `local` is live after operator `op`.
     pub fn live_after(&self, op: usize, local: u32) -> bool {
         let l = local as usize;
@@ -169,5 +195,14 @@ mod tests {
         let l = Liveness::new(&o, 2);
         assert!(!l.live_after(call, 0));
         assert!(l.live_after(call, 1));
+        assert_eq!(l.live_locals_after(call).collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
+    fn no_liveness_past_the_limit() {
+        let o = ops("(module (func) (func (local i32) (local.set 0 (i32.const 1))))");
+        assert!(Liveness::within_limit(&o, 64).is_some());
+        let locals = crate::limits::MAX_LIVENESS_WORDS / o.len() * 64 + 64;
+        assert!(Liveness::within_limit(&o, locals).is_none());
     }
 }

@@ -5,9 +5,16 @@
 //! C function. A function that can yield is written in continuation-passing style: its frame
 //! lives on the VM's call stack, every call to a yielding function saves the live values,
 //! pushes the callee's frame and returns to the trampoline, and a `switch` on the frame's
-//! resume point jumps back after the call.
+//! resume point jumps back after the call ([`continuation`]).
+//!
+//! Translation is linear in the size of the body: nothing per operator looks at the whole
+//! control stack or the text written so far, indentation stops growing past [`MAX_INDENT`]
+//! levels, and the text of one function is capped at
+//! [`limits::MAX_FUNCTION_SOURCE_BYTES`].
 
-use std::collections::BTreeSet;
+mod continuation;
+
+use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
 
 use wasmparser::{BlockType, Operator, ValType};
@@ -15,6 +22,12 @@ use wasmparser::{BlockType, Operator, ValType};
 use super::numeric;
 use super::{c_type, slot_suffix, tuple_name, CodegenError, ModuleContext};
 use crate::analysis::Liveness;
+use crate::limits;
+use continuation::LoopResumes;
+
+/// Deepest nesting that still indents: deeper code lines up at this depth, so that the text
+/// of deeply nested code stays linear in its size.
+const MAX_INDENT: usize = 16;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CtrlKind {
@@ -56,8 +69,10 @@ pub(super) struct FunctionEmitter<'m, 'a> {
     liveness: Option<Liveness>,
     op_index: usize,
     uses_callee: bool,
-    /// For each resume point: the loops around it, outermost first.
-    resume_chains: Vec<(u32, Vec<u32>)>,
+    /// Resume points of the open loops, innermost last; the first is the function body's.
+    loops: Vec<LoopResumes>,
+    /// The resume dispatch of each closed loop that has resume points, by loop label.
+    dispatch: HashMap<u32, String>,
 }
 
 impl<'m, 'a> FunctionEmitter<'m, 'a> {
@@ -83,7 +98,8 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             liveness: None,
             op_index: 0,
             uses_callee: false,
-            resume_chains: Vec::new(),
+            loops: vec![LoopResumes::new(0)],
+            dispatch: HashMap::new(),
         }
     }
 
@@ -98,7 +114,8 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 message: "no body".into(),
             })?;
         if self.cps {
-            self.liveness = Some(Liveness::new(&body.ops, self.locals.len()));
+            // Over the limit, every local counts as live: bigger frames, same behaviour.
+            self.liveness = Liveness::within_limit(&body.ops, self.locals.len());
         }
         self.ctrl.push(Ctrl {
             kind: CtrlKind::Function,
@@ -114,8 +131,26 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         for (i, op) in body.ops.iter().enumerate() {
             self.op_index = i;
             self.operator(op)?;
+            self.check_size(0)?;
         }
         Ok(self.finish())
+    }
+
+    /// Fails once the function's C, with `extra` bytes more, would pass
+    /// [`limits::MAX_FUNCTION_SOURCE_BYTES`].
+    fn check_size(&self, extra: usize) -> Result<(), CodegenError> {
+        if self.body.len() + extra <= limits::MAX_FUNCTION_SOURCE_BYTES {
+            return Ok(());
+        }
+        Err(CodegenError::Limit(format!(
+            "function {} ({}) needs more than {} bytes of C ({} bytes by its operator {}), \
+             over the translator limit MAX_FUNCTION_SOURCE_BYTES",
+            sanitize_comment(&self.ctx.module.func_display_name(self.func)),
+            self.func,
+            limits::MAX_FUNCTION_SOURCE_BYTES,
+            self.body.len() + extra,
+            self.op_index
+        )))
     }
 
     fn internal(&self, message: impl Into<String>) -> CodegenError {
@@ -126,7 +161,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
     }
 
     fn line(&mut self, text: &str) {
-        let depth = self.ctrl.len();
+        let depth = self.ctrl.len().min(MAX_INDENT);
         for _ in 0..depth {
             self.body.push_str("  ");
         }
@@ -297,6 +332,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 // `@RESUME{label}@` becomes the resume dispatch of this loop, if it has one.
                 self.body
                     .push_str(&format!("L{label}_top:; /* loop */\n@RESUME{label}@"));
+                self.loops.push(LoopResumes::new(label));
                 self.line("WV_FUEL();");
             }
             O::If { blockty } => {
@@ -305,24 +341,22 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 self.line(&format!("if (!{cond}) goto L{label}_else; /* if */"));
             }
             O::Else => {
-                let c = self
-                    .ctrl
-                    .last()
-                    .cloned()
-                    .ok_or_else(|| self.internal("else"))?;
-                if c.dead {
+                let (dead, unreachable, label) = match self.ctrl.last() {
+                    Some(c) => (c.dead, c.unreachable, c.label),
+                    None => return Err(self.internal("else")),
+                };
+                if dead {
                     return Ok(());
                 }
-                if !c.unreachable {
-                    self.line(&format!("goto L{}_end;", c.label));
+                if !unreachable {
+                    self.line(&format!("goto L{label}_end;"));
                 }
-                self.body
-                    .push_str(&format!("L{}_else:; /* else */\n", c.label));
-                self.stack.truncate(c.height);
-                self.stack.extend(&c.params);
+                self.body.push_str(&format!("L{label}_else:; /* else */\n"));
                 if let Some(top) = self.ctrl.last_mut() {
                     top.unreachable = false;
                     top.had_else = true;
+                    self.stack.truncate(top.height);
+                    self.stack.extend(&top.params);
                 }
             }
             O::End => self.end()?,
@@ -338,21 +372,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                     "if ({cond}) {{ {code} }} /* br_if {relative_depth} */"
                 ));
             }
-            O::BrTable { targets } => {
-                let index = self.pop()?;
-                let mut code = format!("switch ({index}) {{ /* br_table */\n");
-                for (k, depth) in targets.targets().enumerate() {
-                    let depth = depth.map_err(|e| self.internal(e.to_string()))?;
-                    let b = self.branch_code(depth)?;
-                    let _ = writeln!(code, "  case {k}u: {b}");
-                }
-                let b = self.branch_code(targets.default())?;
-                let _ = write!(code, "  default: {b}\n}}");
-                for l in code.lines().map(str::to_string).collect::<Vec<_>>() {
-                    self.line(&l);
-                }
-                self.set_unreachable();
-            }
+            O::BrTable { targets } => self.br_table(targets)?,
             O::Return => {
                 let code = self.return_code()?;
                 self.line(&format!("{code} /* return */"));
@@ -529,6 +549,48 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         Ok(())
     }
 
+    /// A `switch` with one case per target; the targets that branch to the same depth share
+    /// one copy of the branch's code.
+    fn br_table(&mut self, targets: &wasmparser::BrTable<'_>) -> Result<(), CodegenError> {
+        let index = self.pop()?;
+        // (depth, its cases, whether it is the default), depths in order of first use.
+        let mut groups: Vec<(u32, Vec<u32>, bool)> = Vec::new();
+        let mut group_of: HashMap<u32, usize> = HashMap::new();
+        for (k, depth) in targets.targets().enumerate() {
+            let depth = depth.map_err(|e| self.internal(e.to_string()))?;
+            let g = *group_of.entry(depth).or_insert_with(|| {
+                groups.push((depth, Vec::new(), false));
+                groups.len() - 1
+            });
+            groups[g].1.push(k as u32);
+        }
+        match group_of.get(&targets.default()) {
+            Some(&g) => groups[g].2 = true,
+            None => groups.push((targets.default(), Vec::new(), true)),
+        }
+        let mut code = format!("switch ({index}) {{ /* br_table */\n");
+        for (depth, cases, default) in &groups {
+            let b = self.branch_code(*depth)?;
+            let mut labels: Vec<String> = cases.iter().map(|k| format!("case {k}u:")).collect();
+            if *default {
+                labels.push("default:".into());
+            }
+            if let Some((last, rest)) = labels.split_last() {
+                for l in rest {
+                    let _ = writeln!(code, "  {l}");
+                }
+                let _ = writeln!(code, "  {last} {b}");
+            }
+            self.check_size(code.len())?;
+        }
+        code.push('}');
+        for l in code.lines().map(str::to_string).collect::<Vec<_>>() {
+            self.line(&l);
+        }
+        self.set_unreachable();
+        Ok(())
+    }
+
     fn local_type(&self, index: u32) -> Result<ValType, CodegenError> {
         self.locals
             .get(index as usize)
@@ -564,7 +626,9 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         if c.kind == CtrlKind::If && !c.had_else {
             self.body.push_str(&format!("L{}_else:;\n", c.label));
         }
-        if c.kind != CtrlKind::Loop {
+        if c.kind == CtrlKind::Loop {
+            self.close_loop();
+        } else {
             self.body
                 .push_str(&format!("L{}_end:; /* end */\n", c.label));
         }
@@ -585,9 +649,10 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         args
     }
 
-    /// A direct call of a fastcall: a plain C call.
-    fn fastcall(&mut self, callee: u32, args: &[String], results: &[ValType]) -> String {
-        let mut call = format!("wv_f{callee}(f, vm");
+    /// A plain C call: `head` is the callee and its leading arguments (`wv_f3(f, vm`),
+    /// `args` the rest; pushes the results.
+    fn plain_call(&mut self, head: String, args: &[String], results: &[ValType]) -> String {
+        let mut call = head;
         for a in args {
             call.push_str(", ");
             call.push_str(a);
@@ -617,7 +682,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         let comment = format!("/* call {} */", sanitize_comment(&name));
         if !self.ctx.graph.yields[callee as usize] {
             let args = self.call_args(ty.params());
-            let code = self.fastcall(callee, &args, ty.results());
+            let code = self.plain_call(format!("wv_f{callee}(f, vm"), &args, ty.results());
             self.line(&format!("{code} WV_AFTER_CALL(); {comment}"));
             return Ok(());
         }
@@ -638,232 +703,11 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         if self.cps {
             return self.yield_call("callee", ty.params(), ty.results(), "/* call_indirect */");
         }
-        let targets = self
-            .ctx
-            .graph
-            .indirect_targets(self.ctx.module, self.ctx.sigs, sig);
+        // The signature's dispatch function (`kernel::indirect_dispatch`) calls the target.
         let args = self.call_args(ty.params());
-        let base = self.stack.len();
-        let mut code = String::from("switch (callee) {\n");
-        for t in targets {
-            self.stack.truncate(base);
-            let c = self.fastcall(t, &args, ty.results());
-            let _ = writeln!(code, "  case {t}u: {c} break;");
-        }
-        code.push_str("  default: WV_TRAP(WV_TRAP_BAD_SIGNATURE);\n} WV_AFTER_CALL();");
-        self.stack.truncate(base);
-        self.stack.extend(ty.results());
-        for l in code.lines().map(str::to_string).collect::<Vec<_>>() {
-            self.line(&l);
-        }
+        let code = self.plain_call(format!("wv_ci{sig}(f, vm, callee"), &args, ty.results());
+        self.line(&format!("{code} WV_AFTER_CALL(); /* call_indirect */"));
         Ok(())
-    }
-
-    /// A call that goes through the trampoline: save live state, push the callee's frame,
-    /// return; resume here when the callee returns.
-    fn yield_call(
-        &mut self,
-        fid: &str,
-        params: &[ValType],
-        results: &[ValType],
-        comment: &str,
-    ) -> Result<(), CodegenError> {
-        let args = self.call_args(params);
-        let base = self.stack.len();
-        self.resume_points += 1;
-        let k = self.resume_points;
-        let loops = self
-            .ctrl
-            .iter()
-            .filter(|c| c.kind == CtrlKind::Loop && !c.dead)
-            .map(|c| c.label)
-            .collect();
-        self.resume_chains.push((k, loops));
-        let mut save = String::new();
-        let mut restore = String::new();
-        let mut word = 0usize;
-        for pos in 0..base {
-            let ty = self.stack[pos];
-            let s = self.slot(pos, ty);
-            let sfx = slot_suffix(ty);
-            let _ = write!(save, "WV_STK(fp + {}) = wv_enc_{sfx}({s}); ", 3 + word);
-            let _ = write!(restore, "{s} = wv_dec_{sfx}(WV_STK(fp + {})); ", 3 + word);
-            word += 1;
-        }
-        for l in 0..self.locals.len() as u32 {
-            let live = self
-                .liveness
-                .as_ref()
-                .is_none_or(|lv| lv.live_after(self.op_index, l));
-            if live {
-                let sfx = slot_suffix(self.locals[l as usize]);
-                let _ = write!(save, "WV_STK(fp + {}) = wv_enc_{sfx}(l{l}); ", 3 + word);
-                let _ = write!(restore, "l{l} = wv_dec_{sfx}(WV_STK(fp + {})); ", 3 + word);
-                word += 1;
-            }
-        }
-        self.saved_words = self.saved_words.max(word);
-        self.line(&format!("{comment} /* yield point {k} */"));
-        if !save.is_empty() {
-            self.line(&format!("{}WV_SAVED({word});", save));
-        }
-        self.line(&format!(
-            "WV_STK(fp + 2) = {k}; WV_PUSH_FRAME(nfp, @FRAME@, {fid}, {});",
-            args.len()
-        ));
-        let mut pass = String::new();
-        for (i, (a, ty)) in args.iter().zip(params).enumerate() {
-            let _ = write!(
-                pass,
-                "WV_STK(nfp + {}) = wv_enc_{}({a}); ",
-                3 + i,
-                slot_suffix(*ty)
-            );
-        }
-        self.line(&format!("{pass}WV_ENTER(nfp); return;"));
-        self.body
-            .push_str(&format!("wv_resume_{k}:; resume = 0;\n"));
-        if !restore.is_empty() {
-            self.line(restore.trim_end());
-        }
-        let mut fetch = String::new();
-        for (i, ty) in results.iter().enumerate() {
-            let d = self.push(*ty);
-            let _ = write!(fetch, "{d} = wv_dec_{}(WV_RET({i})); ", slot_suffix(*ty));
-        }
-        self.line(&format!("{fetch}msz = WV_MEM_BYTES();"));
-        Ok(())
-    }
-
-    /// Assembles declarations, the resume switch and the body.
-    fn finish(self) -> String {
-        let m = self.ctx.module;
-        let ty = m.func_type(self.func);
-        let params = ty.params();
-        let name = sanitize_comment(&m.func_display_name(self.func));
-        let mut out = String::new();
-        let sig = format!(
-            "({}) -> ({})",
-            params
-                .iter()
-                .map(|t| slot_suffix(*t))
-                .collect::<Vec<_>>()
-                .join(", "),
-            self.results
-                .iter()
-                .map(|t| slot_suffix(*t))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        let frame_words = 3 + self.saved_words.max(params.len());
-        if self.cps {
-            let _ = writeln!(
-                out,
-                "/* func {} \"{name}\" {sig}: continuation, frame of {frame_words} words */",
-                self.func
-            );
-            let _ = writeln!(
-                out,
-                "WV_FUNC void wv_k{}(wv_fleet *f, uint32_t vm) {{",
-                self.func
-            );
-        } else {
-            let _ = writeln!(out, "/* func {} \"{name}\" {sig}: fastcall */", self.func);
-            let _ = writeln!(out, "{} {{", fastcall_signature(self.ctx, self.func));
-        }
-        out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
-        out.push_str("  uint64_t msz = WV_MEM_BYTES();\n");
-        if self.cps {
-            out.push_str("  uint32_t fp = v->fp, nfp = 0;\n");
-        }
-        if self.uses_callee {
-            out.push_str("  uint32_t callee = 0;\n");
-        }
-        let first_local = if self.cps { 0 } else { params.len() };
-        for (i, t) in self.locals.iter().enumerate().skip(first_local) {
-            let zero = if matches!(t, ValType::Ref(_)) {
-                "WV_NULL_REF"
-            } else {
-                "0"
-            };
-            let _ = writeln!(out, "  {} l{i} = {zero};", c_type(*t));
-        }
-        for (pos, sfx) in &self.slots {
-            let _ = writeln!(out, "  {} s{pos}_{sfx};", suffix_c_type(sfx));
-        }
-        if self.cps {
-            // Resuming enters every loop through its header (see `resume_dispatch`), so the
-            // control-flow graph stays reducible for the device compilers.
-            out.push_str("  uint32_t resume = (uint32_t)WV_STK(fp + 2);\n");
-            out.push_str("  switch (resume) {\n    case 0: break;\n");
-            for (k, chain) in &self.resume_chains {
-                let target = chain
-                    .first()
-                    .map_or(format!("wv_resume_{k}"), |l| format!("L{l}_top"));
-                let _ = writeln!(out, "    case {k}: goto {target};");
-            }
-            out.push_str("    default: WV_TRAP(WV_TRAP_UNREACHABLE);\n  }\n");
-            let _ = writeln!(
-                out,
-                "  if ((uint64_t)fp + {frame_words} > f->stack_words) WV_TRAP(WV_TRAP_STACK_OVERFLOW);"
-            );
-            for (i, t) in params.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "  l{i} = wv_dec_{}(WV_STK(fp + {}));",
-                    slot_suffix(*t),
-                    3 + i
-                );
-            }
-        }
-        let mut body = self.body.replace("@FRAME@", &frame_words.to_string());
-        for label in 1..self.next_label {
-            let marker = format!("@RESUME{label}@");
-            if body.contains(&marker) {
-                body = body.replace(&marker, &self.resume_dispatch(label));
-            }
-        }
-        out.push_str("  WV_FUEL();\n");
-        out.push_str(&body);
-        out.push_str("wv_unwind:\n");
-        if self.cps {
-            out.push_str("  return;\n");
-        } else {
-            match self.results.len() {
-                0 => out.push_str("  return;\n"),
-                1 => out.push_str("  return 0;\n"),
-                _ => {
-                    let _ = writeln!(
-                        out,
-                        "  {{ {} r_ = {{0}}; return r_; }}",
-                        tuple_name(&self.results)
-                    );
-                }
-            }
-        }
-        out.push_str("}\n");
-        out
-    }
-}
-
-impl FunctionEmitter<'_, '_> {
-    /// At the header of loop `label`: while resuming, jump on towards the resume point —
-    /// to the next loop inward, or to the point itself.
-    fn resume_dispatch(&self, label: u32) -> String {
-        let mut cases = String::new();
-        for (k, chain) in &self.resume_chains {
-            if let Some(i) = chain.iter().position(|l| *l == label) {
-                let next = chain
-                    .get(i + 1)
-                    .map_or(format!("wv_resume_{k}"), |l| format!("L{l}_top"));
-                let _ = write!(cases, " case {k}: goto {next};");
-            }
-        }
-        if cases.is_empty() {
-            String::new()
-        } else {
-            format!("  if (resume) switch (resume) {{{cases} }}\n")
-        }
     }
 }
 
@@ -906,6 +750,8 @@ pub(super) fn sanitize_comment(s: &str) -> String {
         .collect::<String>()
         .replace("*/", "*?")
         .replace("/*", "?*")
+        // `@` marks the places `finish` fills in.
+        .replace('@', "?")
 }
 
 /// The operator's WebAssembly text name, for comments.

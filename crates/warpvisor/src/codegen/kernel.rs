@@ -14,6 +14,7 @@ use super::{
 };
 use crate::analysis::{CallGraph, Signatures};
 use crate::frontend::Module;
+use crate::limits;
 
 /// Marks a function no partition starts.
 pub const NO_PARTITION: u32 = u32::MAX;
@@ -43,7 +44,7 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
     };
     let layout = kernel_layout(module, options)?;
     let dispatchable = partition::dispatchable(module, &graph);
-    let plan = partition::plan(&ctx, &dispatchable, options.partition_ops);
+    let plan = partition::plan(&ctx, &dispatchable, options.partition_ops)?;
     let mut partition_of = vec![NO_PARTITION; module.funcs.len()];
     for (p, part) in plan.iter().enumerate() {
         for &f in &part.home {
@@ -51,10 +52,27 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
         }
     }
     let many = plan.len() > 1;
-    let partitions = plan
-        .iter()
-        .map(|part| emit_partition(&ctx, options, &layout, &part.starts, many))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut partitions = Vec::with_capacity(plan.len());
+    let mut total = 0usize;
+    for (p, part) in plan.iter().enumerate() {
+        let code =
+            emit_partition(&ctx, options, &layout, &part.starts, many).map_err(|e| match e {
+                CodegenError::Limit(why) if many => {
+                    CodegenError::Limit(format!("kernel partition {p}: {why}"))
+                }
+                e => e,
+            })?;
+        total += code.len();
+        if total > limits::MAX_TOTAL_SOURCE_BYTES {
+            return Err(CodegenError::Limit(format!(
+                "the {} kernel partitions need more than {} bytes of C together, the translator \
+                 limit MAX_TOTAL_SOURCE_BYTES",
+                plan.len(),
+                limits::MAX_TOTAL_SOURCE_BYTES
+            )));
+        }
+        partitions.push(code);
+    }
     Ok(KernelSource {
         partitions,
         partition_of,
@@ -76,6 +94,7 @@ fn emit_partition(
     fastcalls.extend(members.iter().filter(|&&f| !graph.yields[f as usize]));
     let mut bodies: BTreeSet<u32> = fastcalls.clone();
     bodies.extend(members.iter().filter(|&&f| graph.yields[f as usize]));
+    let dispatchers = indirect_dispatchers(ctx, &fastcalls);
 
     let mut out = String::new();
     let _ = writeln!(
@@ -123,8 +142,14 @@ fn emit_partition(
 
     // Result tuples of multi-value fastcalls (funcref and externref share a C type).
     let mut tuples = std::collections::BTreeMap::new();
-    for &f in &bodies {
-        let r = module.func_type(f).results();
+    let dispatch_results = dispatchers
+        .iter()
+        .map(|&s| ctx.sigs.distinct[s as usize].results());
+    for r in bodies
+        .iter()
+        .map(|&f| module.func_type(f).results())
+        .chain(dispatch_results)
+    {
         if r.len() > 1 {
             tuples.insert(tuple_name(r), r.to_vec());
         }
@@ -145,15 +170,31 @@ fn emit_partition(
             let _ = writeln!(out, "{};", fastcall_signature(ctx, f));
         }
     }
-    for &f in &bodies {
+    for &s in &dispatchers {
+        let _ = writeln!(out, "{};", dispatch_signature(ctx, s));
+    }
+    for (i, &f) in bodies.iter().enumerate() {
         out.push('\n');
         out.push_str(&FunctionEmitter::new(ctx, f).emit()?);
+        check_kernel_size(&out, || {
+            format!("{} of its {} functions", i + 1, bodies.len())
+        })?;
+    }
+    if !dispatchers.is_empty() {
+        out.push_str(
+            "\n/* ---- call_indirect from fastcalls: one dispatch per signature ---- */\n",
+        );
+    }
+    for &s in &dispatchers {
+        out.push_str(&indirect_dispatch(ctx, s));
+        check_kernel_size(&out, || "its functions and call_indirect dispatch".into())?;
     }
 
     out.push_str("\n/* ---- entry shims: fastcalls started by the trampoline ---- */\n");
     for &f in members {
         if !graph.yields[f as usize] {
             out.push_str(&entry_shim(ctx, f));
+            check_kernel_size(&out, || "its functions and entry shims".into())?;
         }
     }
 
@@ -189,7 +230,101 @@ fn emit_partition(
     }
     out.push_str("    }\n  }\n}\n");
     out.push_str(options.dialect.entry());
+    check_kernel_size(&out, || "all of it".into())?;
     Ok(out)
+}
+
+/// Fails once the kernel `out` is over [`limits::MAX_KERNEL_SOURCE_BYTES`]; `done` says how
+/// much of it has been written.
+fn check_kernel_size(out: &str, done: impl Fn() -> String) -> Result<(), CodegenError> {
+    if out.len() <= limits::MAX_KERNEL_SOURCE_BYTES {
+        return Ok(());
+    }
+    Err(CodegenError::Limit(format!(
+        "the kernel needs more than {} bytes of C ({} bytes with {}), over the translator \
+         limit MAX_KERNEL_SOURCE_BYTES; split it with --partition-ops",
+        limits::MAX_KERNEL_SOURCE_BYTES,
+        out.len(),
+        done()
+    )))
+}
+
+/// The canonical signatures the fastcalls in `fastcalls` call through `call_indirect`: each
+/// gets one dispatch function ([`indirect_dispatch`]) that every such call site shares.
+fn indirect_dispatchers(ctx: &ModuleContext<'_, '_>, fastcalls: &BTreeSet<u32>) -> BTreeSet<u32> {
+    fastcalls
+        .iter()
+        .flat_map(|&f| ctx.graph.indirect[f as usize].iter().copied())
+        .collect()
+}
+
+/// `(i32, i64) -> (f32)`
+fn signature_text(ty: &wasmparser::FuncType) -> String {
+    let list = |ts: &[wasmparser::ValType]| {
+        ts.iter()
+            .map(|t| slot_suffix(*t))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!("({}) -> ({})", list(ty.params()), list(ty.results()))
+}
+
+fn result_type(results: &[wasmparser::ValType]) -> String {
+    match results.len() {
+        0 => "void".into(),
+        1 => c_type(results[0]).into(),
+        _ => tuple_name(results),
+    }
+}
+
+/// `WV_FUNC RET wv_ciS(wv_fleet *f, uint32_t vm, uint32_t callee, T0 l0, ...)`.
+fn dispatch_signature(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
+    let ty = &ctx.sigs.distinct[sig as usize];
+    let mut s = format!(
+        "WV_FUNC {} wv_ci{sig}(wv_fleet *f, uint32_t vm, uint32_t callee",
+        result_type(ty.results())
+    );
+    for (i, p) in ty.params().iter().enumerate() {
+        let _ = write!(s, ", {} l{i}", c_type(*p));
+    }
+    s.push(')');
+    s
+}
+
+/// The dispatch of `call_indirect`s of signature `sig` from fastcalls: a `switch` over the
+/// possible targets (all fastcalls: a yielding target makes its callers yield), written once
+/// per signature rather than at every call site.
+fn indirect_dispatch(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
+    let ty = &ctx.sigs.distinct[sig as usize];
+    let args: String = (0..ty.params().len()).map(|i| format!(", l{i}")).collect();
+    let mut out = format!(
+        "/* call_indirect {} */\n{} {{\n  switch (callee) {{\n",
+        signature_text(ty),
+        dispatch_signature(ctx, sig)
+    );
+    let ret = if ty.results().is_empty() {
+        ""
+    } else {
+        "return "
+    };
+    for &t in ctx.graph.indirect_targets(sig) {
+        let _ = write!(out, "    case {t}u: {ret}wv_f{t}(f, vm{args});");
+        out.push_str(if ret.is_empty() { " return;\n" } else { "\n" });
+    }
+    out.push_str("  }\n  wv_trap(f, vm, WV_TRAP_BAD_SIGNATURE);\n");
+    match ty.results().len() {
+        0 => out.push_str("  return;\n"),
+        1 => out.push_str("  return 0;\n"),
+        _ => {
+            let _ = writeln!(
+                out,
+                "  {{ {} r_ = {{0}}; return r_; }}",
+                tuple_name(ty.results())
+            );
+        }
+    }
+    out.push_str("}\n");
+    out
 }
 
 fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {

@@ -23,14 +23,17 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use wasmparser::Operator;
 
-use super::ModuleContext;
+use super::{CodegenError, ModuleContext};
 use crate::analysis::CallGraph;
 use crate::frontend::{ExportKind, Module};
+use crate::limits;
 
 /// Deepest loop nesting that still raises an edge's weight.
 const MAX_DEPTH: u32 = 6;
 /// Weight of a call site in a loop: only those are worth copying a callee for.
 const IN_LOOP: u64 = 8;
+/// Most caller–target pairs that `call_indirect`s spread their weight over.
+const MAX_INDIRECT_EDGES: usize = 1 << 20;
 
 /// One kernel of a partitioned program.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,15 +71,67 @@ pub(crate) fn fastcall_closure(
     roots: impl IntoIterator<Item = u32>,
 ) -> BTreeSet<u32> {
     let mut seen = BTreeSet::new();
+    // Each signature's targets are looked at once.
+    let mut sigs_seen = BTreeSet::new();
     let mut work: Vec<u32> = roots.into_iter().collect();
     while let Some(f) = work.pop() {
-        for &c in &graph.callees[f as usize] {
+        let indirect = graph.indirect[f as usize]
+            .iter()
+            .filter(|&&s| sigs_seen.insert(s))
+            .flat_map(|&s| graph.indirect_targets(s));
+        for &c in graph.callees[f as usize].iter().chain(indirect) {
             if !graph.yields[c as usize] && seen.insert(c) {
                 work.push(c);
             }
         }
     }
     seen
+}
+
+/// What is left of [`limits::MAX_PLAN_WORK`]: the planner gathers and compares the fastcalls
+/// of many functions, and a module can make each of them reach most of the others.
+struct Work(usize);
+
+impl Work {
+    /// Counts `n` functions looked at.
+    fn spend(&mut self, n: usize) -> Result<(), CodegenError> {
+        self.0 = self.0.checked_sub(n).ok_or_else(|| {
+            CodegenError::Limit(format!(
+                "planning the kernel partitions means looking at functions more than {} \
+                 times, the translator limit MAX_PLAN_WORK (many callers that each reach most \
+                 of the module); use one kernel (--partition-ops 0)",
+                limits::MAX_PLAN_WORK
+            ))
+        })?;
+        Ok(())
+    }
+
+    /// `roots` and their fastcall closure.
+    fn code(
+        &mut self,
+        graph: &CallGraph,
+        roots: impl IntoIterator<Item = u32> + Clone,
+    ) -> Result<BTreeSet<u32>, CodegenError> {
+        let mut c = fastcall_closure(graph, roots.clone());
+        c.extend(roots);
+        self.spend(c.len())?;
+        Ok(c)
+    }
+
+    /// What `code` adds to `kernel`: its functions that `kernel` does not hold yet.
+    fn extra(
+        &mut self,
+        module: &Module<'_>,
+        kernel: &BTreeSet<u32>,
+        code: &BTreeSet<u32>,
+    ) -> Result<usize, CodegenError> {
+        self.spend(code.len())?;
+        Ok(code
+            .iter()
+            .filter(|g| !kernel.contains(g))
+            .map(|&g| cost(module, g))
+            .sum())
+    }
 }
 
 fn cost(module: &Module<'_>, f: u32) -> usize {
@@ -90,24 +145,35 @@ pub(crate) fn plan(
     ctx: &ModuleContext<'_, '_>,
     dispatchable: &[bool],
     budget: u32,
-) -> Vec<Partition> {
+) -> Result<Vec<Partition>, CodegenError> {
+    plan_within(ctx, dispatchable, budget, limits::MAX_PLAN_WORK)
+}
+
+/// [`plan`], looking at functions at most `work` times.
+fn plan_within(
+    ctx: &ModuleContext<'_, '_>,
+    dispatchable: &[bool],
+    budget: u32,
+    work: usize,
+) -> Result<Vec<Partition>, CodegenError> {
     let module = ctx.module;
     let starts: Vec<u32> = (0..module.funcs.len() as u32)
         .filter(|&f| dispatchable[f as usize])
         .collect();
     if budget == 0 {
-        return vec![Partition {
+        return Ok(vec![Partition {
             home: starts.clone(),
             starts,
-        }];
+        }]);
     }
+    let mut work = Work(work);
     let budget = budget as usize;
     let mut slot_of = vec![usize::MAX; module.funcs.len()];
     for (i, &f) in starts.iter().enumerate() {
         slot_of[f as usize] = i;
     }
     let edges = slow_call_edges(ctx, &slot_of);
-    let clusters = cluster(ctx, &starts, &edges, budget);
+    let clusters = cluster(ctx, &starts, &edges, budget, &mut work)?;
     // Callers' hot callees, by function: (callee, weight).
     let mut hot: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
     for &(a, b, w) in &edges {
@@ -115,27 +181,22 @@ pub(crate) fn plan(
             hot.entry(starts[a]).or_default().push((starts[b], w));
         }
     }
-    pack(module, clusters, budget)
+    pack(module, clusters, budget, &mut work)?
         .into_iter()
         .map(|mut home| {
             home.sort_unstable();
-            let starts = with_hot_callees(ctx, &home, &hot, budget);
-            Partition { home, starts }
+            let starts = with_hot_callees(ctx, &home, &hot, budget, &mut work)?;
+            Ok(Partition { home, starts })
         })
         .collect()
 }
 
+/// A cluster: its members, and the code they bring.
+type Cluster = (Vec<u32>, BTreeSet<u32>);
+
 /// Code a set of functions brings into a kernel: every function counted once.
 fn size(module: &Module<'_>, code: &BTreeSet<u32>) -> usize {
     code.iter().map(|&g| cost(module, g)).sum()
-}
-
-/// What `code` adds to `kernel`: its functions that `kernel` does not hold yet.
-fn extra(module: &Module<'_>, kernel: &BTreeSet<u32>, code: &BTreeSet<u32>) -> usize {
-    code.iter()
-        .filter(|g| !kernel.contains(g))
-        .map(|&g| cost(module, g))
-        .sum()
 }
 
 /// Clusters of `starts` (members, and the code they bring), merged along `edges` heaviest
@@ -145,19 +206,16 @@ fn cluster(
     starts: &[u32],
     edges: &[(usize, usize, u64)],
     budget: usize,
-) -> Vec<(Vec<u32>, BTreeSet<u32>)> {
+    work: &mut Work,
+) -> Result<Vec<Cluster>, CodegenError> {
     let module = ctx.module;
     // Union-find over starts; each root holds its cluster's members and code.
     let mut parent: Vec<usize> = (0..starts.len()).collect();
     let mut members: Vec<Vec<u32>> = starts.iter().map(|&f| vec![f]).collect();
     let mut bodies: Vec<BTreeSet<u32>> = starts
         .iter()
-        .map(|&f| {
-            let mut c = fastcall_closure(ctx.graph, [f]);
-            c.insert(f);
-            c
-        })
-        .collect();
+        .map(|&f| work.code(ctx.graph, [f]))
+        .collect::<Result<_, _>>()?;
     let mut sizes: Vec<usize> = bodies.iter().map(|b| size(module, b)).collect();
     fn root(parent: &mut [usize], mut i: usize) -> usize {
         while parent[i] != i {
@@ -172,9 +230,13 @@ fn cluster(
         if ra == rb || sizes[ra] + sizes[rb] > budget * 2 {
             continue;
         }
-        let more = extra(module, &bodies[ra], &bodies[rb]);
+        let more = work.extra(module, &bodies[ra], &bodies[rb])?;
         if sizes[ra] + more > budget {
             continue;
+        }
+        // The smaller set moves into the larger.
+        if bodies[ra].len() < bodies[rb].len() {
+            bodies.swap(ra, rb);
         }
         let moved = std::mem::take(&mut bodies[rb]);
         bodies[ra].extend(moved);
@@ -183,27 +245,28 @@ fn cluster(
         sizes[ra] += more;
         parent[rb] = ra;
     }
-    (0..starts.len())
+    Ok((0..starts.len())
         .filter(|&i| parent[i] == i)
         .map(|i| {
             let mut m = std::mem::take(&mut members[i]);
             m.sort_unstable();
             (m, std::mem::take(&mut bodies[i]))
         })
-        .collect()
+        .collect())
 }
 
 /// Packs clusters, in order of their first function, into groups of at most `budget` code.
 fn pack(
     module: &Module<'_>,
-    mut clusters: Vec<(Vec<u32>, BTreeSet<u32>)>,
+    mut clusters: Vec<Cluster>,
     budget: usize,
-) -> Vec<Vec<u32>> {
+    work: &mut Work,
+) -> Result<Vec<Vec<u32>>, CodegenError> {
     clusters.sort_by_key(|(m, _)| m[0]);
     let mut groups: Vec<Vec<u32>> = Vec::new();
     let (mut members, mut code, mut code_size) = (Vec::new(), BTreeSet::new(), 0usize);
     for (m, b) in clusters {
-        let more = extra(module, &code, &b);
+        let more = work.extra(module, &code, &b)?;
         if !members.is_empty() && code_size + more > budget {
             groups.push(std::mem::take(&mut members));
             code.clear();
@@ -217,7 +280,7 @@ fn pack(
     if !members.is_empty() || groups.is_empty() {
         groups.push(members);
     }
-    groups
+    Ok(groups)
 }
 
 /// `home` plus copies of the callees its functions call in loops — direct callees first,
@@ -230,11 +293,11 @@ fn with_hot_callees(
     home: &[u32],
     hot: &BTreeMap<u32, Vec<(u32, u64)>>,
     budget: usize,
-) -> Vec<u32> {
+    work: &mut Work,
+) -> Result<Vec<u32>, CodegenError> {
     let module = ctx.module;
     let mut starts: BTreeSet<u32> = home.iter().copied().collect();
-    let mut code = fastcall_closure(ctx.graph, home.iter().copied());
-    code.extend(home);
+    let mut code = work.code(ctx.graph, home.iter().copied())?;
     let mut total = size(module, &code);
     let limit = budget.max(total) * 3 / 2;
     use std::cmp::Reverse;
@@ -248,9 +311,8 @@ fn with_hot_callees(
         if starts.contains(&callee) {
             continue;
         }
-        let mut brings = fastcall_closure(ctx.graph, [callee]);
-        brings.insert(callee);
-        let more = extra(module, &code, &brings);
+        let brings = work.code(ctx.graph, [callee])?;
+        let more = work.extra(module, &code, &brings)?;
         if total + more > limit {
             continue;
         }
@@ -261,14 +323,21 @@ fn with_hot_callees(
             queue.push((Reverse(distance + 1), w, Reverse(next)));
         }
     }
-    starts.into_iter().collect()
+    Ok(starts.into_iter().collect())
 }
 
 /// The slow-call edges between dispatchable functions as `(caller slot, callee slot, weight)`,
 /// heaviest first (ties in a fixed order, so that plans are reproducible).
+///
+/// A `call_indirect` weighs on every possible target of its signature. The call sites of one
+/// caller are summed per signature before they are spread over the targets, and when callers
+/// times targets passes [`MAX_INDIRECT_EDGES`], the signatures with the most targets are left
+/// out (a call with that many possible targets favours none of them).
 fn slow_call_edges(ctx: &ModuleContext<'_, '_>, slot_of: &[usize]) -> Vec<(usize, usize, u64)> {
     let module = ctx.module;
-    let mut weights: std::collections::BTreeMap<(usize, usize), u64> = Default::default();
+    let mut weights: BTreeMap<(usize, usize), u64> = Default::default();
+    // (caller slot, signature) → summed weight of its call_indirect sites.
+    let mut indirect: BTreeMap<(usize, u32), u64> = Default::default();
     for (i, body) in module.bodies.iter().enumerate() {
         let f = module.imported_funcs + i;
         // Only continuations make slow calls: fastcalls call their callees as plain C.
@@ -278,38 +347,52 @@ fn slow_call_edges(ctx: &ModuleContext<'_, '_>, slot_of: &[usize]) -> Vec<(usize
         let mut loops: Vec<bool> = Vec::new();
         let mut depth = 0u32;
         for op in &body.ops {
-            let targets: Vec<u32> = match op {
-                Operator::Block { .. } | Operator::If { .. } => {
-                    loops.push(false);
-                    continue;
-                }
+            let w = 8u64.pow(depth.min(MAX_DEPTH));
+            match op {
+                Operator::Block { .. } | Operator::If { .. } => loops.push(false),
                 Operator::Loop { .. } => {
                     loops.push(true);
                     depth += 1;
-                    continue;
                 }
-                Operator::End => {
-                    if loops.pop() == Some(true) {
-                        depth -= 1;
-                    }
-                    continue;
-                }
+                Operator::End => depth -= u32::from(loops.pop() == Some(true)),
                 Operator::Call { function_index } if ctx.graph.yields[*function_index as usize] => {
-                    vec![*function_index]
+                    let to = slot_of[*function_index as usize];
+                    if to != usize::MAX && to != slot_of[f] {
+                        *weights.entry((slot_of[f], to)).or_default() += w;
+                    }
                 }
-                Operator::CallIndirect { type_index, .. } => ctx.graph.indirect_targets(
-                    module,
-                    ctx.sigs,
-                    ctx.sigs.of_type[*type_index as usize],
-                ),
-                _ => continue,
-            };
-            let w = 8u64.pow(depth.min(MAX_DEPTH));
-            for t in targets {
-                let to = slot_of[t as usize];
-                if to != usize::MAX && to != slot_of[f] {
-                    *weights.entry((slot_of[f], to)).or_default() += w;
+                Operator::CallIndirect { type_index, .. } => {
+                    let sig = ctx.sigs.of_type[*type_index as usize];
+                    *indirect.entry((slot_of[f], sig)).or_default() += w;
                 }
+                _ => {}
+            }
+        }
+    }
+    // The largest fan-out that keeps the spread within MAX_INDIRECT_EDGES.
+    let mut fan_outs: Vec<usize> = indirect
+        .keys()
+        .map(|&(_, sig)| ctx.graph.indirect_targets(sig).len())
+        .collect();
+    fan_outs.sort_unstable();
+    let mut spread = 0usize;
+    let mut max_fan_out = usize::MAX;
+    for n in fan_outs {
+        spread += n;
+        if spread > MAX_INDIRECT_EDGES {
+            max_fan_out = n.saturating_sub(1);
+            break;
+        }
+    }
+    for ((from, sig), w) in indirect {
+        let targets = ctx.graph.indirect_targets(sig);
+        if targets.len() > max_fan_out {
+            continue;
+        }
+        for &t in targets {
+            let to = slot_of[t as usize];
+            if to != usize::MAX && to != from {
+                *weights.entry((from, to)).or_default() += w;
             }
         }
     }
@@ -326,6 +409,14 @@ mod tests {
 
     /// The plan of `wat` with the budget `budget` picks from its functions' sizes.
     fn plan_wat(wat: &str, budget: impl Fn(&[usize]) -> u32) -> Vec<Partition> {
+        plan_wat_within(wat, budget, limits::MAX_PLAN_WORK).unwrap()
+    }
+
+    fn plan_wat_within(
+        wat: &str,
+        budget: impl Fn(&[usize]) -> u32,
+        work: usize,
+    ) -> Result<Vec<Partition>, CodegenError> {
         let binary = wat::parse_str(wat).unwrap();
         let module = crate::frontend::load(&binary).unwrap();
         let sigs = Signatures::new(&module);
@@ -338,7 +429,24 @@ mod tests {
         let sizes: Vec<usize> = (0..module.funcs.len() as u32)
             .map(|f| cost(&module, f))
             .collect();
-        plan(&ctx, &dispatchable(&module, &graph), budget(&sizes))
+        plan_within(&ctx, &dispatchable(&module, &graph), budget(&sizes), work)
+    }
+
+    /// Ten continuations that each reach the same 20 fastcalls: gathering their code takes
+    /// 10 × 21 looks, so a limit of 100 stops the planner with an error naming the limit.
+    #[test]
+    fn planning_stops_at_its_work_limit() {
+        let leaves: String = (0..20)
+            .map(|i| format!("(func $l{i} (result i32) (i32.const {i}))"))
+            .collect();
+        let hub_body: String = (0..20).map(|i| format!("(drop (call $l{i}))")).collect();
+        let callers: String = (0..10)
+            .map(|i| format!("(func $c{i} (export \"c{i}\") (call $hub) (call $c{i}))"))
+            .collect();
+        let wat = format!("(module {leaves} (func $hub {hub_body}) {callers})");
+        let e = plan_wat_within(&wat, |_| 1_000, 100).expect_err("over the limit");
+        assert!(e.to_string().contains("MAX_PLAN_WORK"), "{e}");
+        assert!(plan_wat_within(&wat, |_| 1_000, 10_000).is_ok());
     }
 
     /// Three recursive (hence continuation) functions of 40-odd operators each: `$hot` calls

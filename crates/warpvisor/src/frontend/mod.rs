@@ -8,6 +8,7 @@ mod module;
 
 pub use module::*;
 
+use crate::limits;
 use wasmparser::{
     ElementItems, ElementKind, ExternalKind, Name, Operator, Parser, Payload, TypeRef, Validator,
     WasmFeatures,
@@ -26,6 +27,23 @@ pub enum FrontendError {
         message: String,
         /// Byte offset in the binary.
         offset: u64,
+    },
+    /// The module is valid but over one of wasmtime's implementation limits, which warpvisor
+    /// enforces too (see [`crate::limits`]).
+    #[error(
+        "implementation limit exceeded in {location}: {value} {what}, more than {limit} ({max}, wasmtime's limit too)"
+    )]
+    Limit {
+        /// The limit, as named in [`crate::limits`].
+        limit: &'static str,
+        /// What was counted (plural).
+        what: &'static str,
+        /// How many the module has.
+        value: u64,
+        /// The most allowed.
+        max: u64,
+        /// Where: a function name or `module`.
+        location: String,
     },
     /// The module is valid WebAssembly but uses a feature warpvisor does not translate.
     #[error("unsupported WebAssembly feature in {location}: {feature}")]
@@ -227,6 +245,7 @@ fn build(wasm: &[u8]) -> ParseResult<Module<'_>> {
                                 type_index: t,
                                 import: name.clone(),
                                 name: None,
+                                first_export: None,
                             });
                             m.imported_funcs += 1;
                             ExportKind::Func(m.funcs.len() as u32 - 1)
@@ -272,6 +291,7 @@ fn build(wasm: &[u8]) -> ParseResult<Module<'_>> {
                         type_index: t,
                         import: None,
                         name: None,
+                        first_export: None,
                     });
                 }
             }
@@ -311,7 +331,12 @@ fn build(wasm: &[u8]) -> ParseResult<Module<'_>> {
                 for e in r {
                     let e = e?;
                     let kind = match e.kind {
-                        ExternalKind::Func | ExternalKind::FuncExact => ExportKind::Func(e.index),
+                        ExternalKind::Func | ExternalKind::FuncExact => {
+                            if let Some(f) = m.funcs.get_mut(e.index as usize) {
+                                f.first_export.get_or_insert(m.exports.len());
+                            }
+                            ExportKind::Func(e.index)
+                        }
                         ExternalKind::Table => ExportKind::Table(e.index),
                         ExternalKind::Memory => ExportKind::Memory(e.index),
                         ExternalKind::Global => ExportKind::Global(e.index),
@@ -389,7 +414,23 @@ fn build(wasm: &[u8]) -> ParseResult<Module<'_>> {
                 let mut ops = Vec::new();
                 let mut reader = body.get_operators_reader()?;
                 while !reader.eof() {
-                    ops.push(reader.read()?);
+                    let op = reader.read()?;
+                    if let Operator::BrTable { targets } = &op {
+                        if targets.len() > limits::MAX_BR_TABLE_TARGETS {
+                            let func = (m.imported_funcs + m.bodies.len()) as u32;
+                            return Err(FrontendError::Limit {
+                                limit: "MAX_BR_TABLE_TARGETS",
+                                what: "targets in one br_table",
+                                value: targets.len().into(),
+                                max: limits::MAX_BR_TABLE_TARGETS.into(),
+                                location: format!(
+                                    "function {} ({func})",
+                                    m.func_display_name(func)
+                                ),
+                            });
+                        }
+                    }
+                    ops.push(op);
                 }
                 m.bodies.push(FuncBody { locals, ops });
             }
@@ -409,6 +450,15 @@ fn build(wasm: &[u8]) -> ParseResult<Module<'_>> {
             }
             _ => {}
         }
+    }
+    if m.tables.len() > limits::MAX_TABLES {
+        return Err(FrontendError::Limit {
+            limit: "MAX_TABLES",
+            what: "tables",
+            value: m.tables.len() as u64,
+            max: limits::MAX_TABLES as u64,
+            location: "module".into(),
+        });
     }
     Ok(m)
 }

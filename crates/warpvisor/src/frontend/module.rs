@@ -40,6 +40,8 @@ pub struct FuncDecl {
     pub import: Option<ImportName>,
     /// Name from the name section, if any.
     pub name: Option<String>,
+    /// Its first export: an index into [`Module::exports`].
+    pub first_export: Option<usize>,
 }
 
 /// A table of the table index space.
@@ -186,12 +188,13 @@ impl<'a> Module<'a> {
         if let Some(name) = &self.funcs[index as usize].name {
             return name.clone();
         }
-        for e in &self.exports {
-            if e.kind == ExportKind::Func(index) {
-                return e.name.clone();
-            }
+        match self.funcs[index as usize]
+            .first_export
+            .and_then(|e| self.exports.get(e))
+        {
+            Some(e) => e.name.clone(),
+            None => format!("func[{index}]"),
         }
-        format!("func[{index}]")
     }
 
     /// The module without its function bodies: what the VMM keeps after translation.
