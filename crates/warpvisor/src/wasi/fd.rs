@@ -151,12 +151,12 @@ fn transfer(
     a: &[Value],
 ) -> CallResult<()> {
     let fd = arg(a, 0);
-    let positioned = name.ends_with("pread") || name.ends_with("pwrite");
+    let positioned = matches!(name, "fd_pread" | "fd_pwrite");
     let at = positioned.then(|| arg64(a, 3));
     let out = if positioned { arg(a, 4) } else { arg(a, 3) };
     // The buffer is checked (bounds, budget) before the descriptor, as wasmtime does.
     let (ptr, len) = mem.first_iovec(arg(a, 1), arg(a, 2))?;
-    let n = if name.starts_with("fd_write") || name == "fd_pwrite" {
+    let n = if matches!(name, "fd_write" | "fd_pwrite") {
         st.fds.require(fd, FD_WRITE)?;
         // The whole buffer must lie in memory (wasmtime checks it before writing).
         mem.check(ptr, len as u64, 1)?;
