@@ -95,14 +95,39 @@ pub struct FleetBuffers {
     pub max_depth: u32,
 }
 
-fn zeroed_vec<T: Clone + Default>(n: u64, what: &str) -> Result<Vec<T>, VmmError> {
+/// Element types whose all-zero bit pattern is their default value, so that a buffer of them
+/// can come from the allocator already zeroed: pages no VM touches are never made resident
+/// (a fleet's call stacks are mostly untouched).
+///
+/// # Safety
+/// The all-zero bit pattern must be a valid value of the type.
+unsafe trait ZeroIsDefault: Copy + Default {}
+// SAFETY: integers and a `repr(C)` struct of integers are valid when zeroed.
+unsafe impl ZeroIsDefault for u8 {}
+// SAFETY: as above.
+unsafe impl ZeroIsDefault for u32 {}
+// SAFETY: as above.
+unsafe impl ZeroIsDefault for u64 {}
+// SAFETY: as above.
+unsafe impl ZeroIsDefault for VmControl {}
+
+fn zeroed_vec<T: ZeroIsDefault>(n: u64, what: &str) -> Result<Vec<T>, VmmError> {
     let n = usize::try_from(n).map_err(|_| VmmError::Limit(format!("{what} too large")))?;
-    let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| VmmError::OutOfMemory {
-        bytes: (n * std::mem::size_of::<T>()) as u64,
-    })?;
-    v.resize(n, T::default());
-    Ok(v)
+    let oom = || VmmError::OutOfMemory {
+        bytes: (n as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+    };
+    let layout = Layout::array::<T>(n).map_err(|_| oom())?;
+    if layout.size() == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: the layout's size is not zero.
+    let ptr = unsafe { alloc_zeroed(layout) }.cast::<T>();
+    if ptr.is_null() {
+        return Err(oom());
+    }
+    // SAFETY: allocated by the global allocator with `Layout::array::<T>(n)`, which is the
+    // allocation of a `Vec<T>` of capacity `n`; zeroed memory holds `n` valid `T`s.
+    Ok(unsafe { Vec::from_raw_parts(ptr, n, n) })
 }
 
 /// The runs of VM `vm`'s bytes `[offset, offset + len)` that are contiguous in the memory

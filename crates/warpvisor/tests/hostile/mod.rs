@@ -206,8 +206,6 @@ pub fn on_fleet_with_timeout(
         fleet: FleetConfig {
             num_vms: jobs.len() as u32,
             max_memory_pages: MAX_PAGES,
-            // Small stacks: the fleet's own up-front memory stays out of the RSS measurement.
-            stack_words: 1 << 12,
             timeout,
             ..FleetConfig::default()
         },
