@@ -9,8 +9,8 @@ use std::fmt::Write;
 use super::function::{fastcall_signature, sanitize_comment, FunctionEmitter};
 use super::partition::{self, fastcall_closure};
 use super::{
-    c_type, kernel_layout, slot_suffix, tuple_name, CodegenError, KernelLayout, KernelOptions,
-    KernelSource, ModuleContext, PRELUDE,
+    c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CodegenError, KernelLayout,
+    KernelOptions, KernelSource, ModuleContext, PRELUDE,
 };
 use crate::analysis::{CallGraph, Signatures};
 use crate::frontend::Module;
@@ -312,17 +312,7 @@ fn indirect_dispatch(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
         out.push_str(if ret.is_empty() { " return;\n" } else { "\n" });
     }
     out.push_str("  }\n  wv_trap(f, vm, WV_TRAP_BAD_SIGNATURE);\n");
-    match ty.results().len() {
-        0 => out.push_str("  return;\n"),
-        1 => out.push_str("  return 0;\n"),
-        _ => {
-            let _ = writeln!(
-                out,
-                "  {{ {} r_ = {{0}}; return r_; }}",
-                tuple_name(ty.results())
-            );
-        }
-    }
+    out.push_str(&dead_return(ty.results()));
     out.push_str("}\n");
     out
 }

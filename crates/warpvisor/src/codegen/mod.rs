@@ -142,6 +142,16 @@ pub(crate) fn tuple_name(results: &[ValType]) -> String {
     format!("wv_tuple_{}", parts.join("_"))
 }
 
+/// The C line that ends a function returning `results` after a trap: a placeholder value the
+/// caller never reads (the VM has stopped), so that every path returns.
+pub(crate) fn dead_return(results: &[ValType]) -> String {
+    match results.len() {
+        0 => "  return;\n".to_string(),
+        1 => "  return 0;\n".to_string(),
+        _ => format!("  {{ {} r_ = {{0}}; return r_; }}\n", tuple_name(results)),
+    }
+}
+
 /// Computes the layout facts of `module` under `options`.
 pub fn kernel_layout(
     module: &Module<'_>,

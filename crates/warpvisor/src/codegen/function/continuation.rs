@@ -14,7 +14,7 @@ use std::fmt::Write;
 use wasmparser::ValType;
 
 use super::{sanitize_comment, slot_suffix, suffix_c_type, FunctionEmitter};
-use crate::codegen::{c_type, tuple_name};
+use crate::codegen::{c_type, dead_return};
 
 /// An inner loop with at most this many resume points gets one `case` per point at the header
 /// around it; one with more, a single range test.
@@ -276,17 +276,7 @@ impl FunctionEmitter<'_, '_> {
         if self.cps {
             out.push_str("  return;\n");
         } else {
-            match self.results.len() {
-                0 => out.push_str("  return;\n"),
-                1 => out.push_str("  return 0;\n"),
-                _ => {
-                    let _ = writeln!(
-                        out,
-                        "  {{ {} r_ = {{0}}; return r_; }}",
-                        tuple_name(&self.results)
-                    );
-                }
-            }
+            out.push_str(&dead_return(&self.results));
         }
         out.push_str("}\n");
         out
