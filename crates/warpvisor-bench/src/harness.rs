@@ -96,17 +96,28 @@ fn one_pass(
     done.into_iter().map(|(_, r, t)| (r, t)).unzip()
 }
 
+/// Where a fleet's time went in the timed passes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FleetTime {
+    /// The fleet's phases and traffic.
+    pub fleet: FleetStats,
+    /// The host's work around the fleet: staging each batch's jobs, collecting replies
+    /// ([`WasiFleet::host_time`]).
+    pub host: Duration,
+}
+
 /// Serves `jobs` on a fleet, batch after batch (a warm-up batch first, which also makes lazy
 /// device compilers finish), and tells where the fleet's time went in the timed passes.
 pub fn on_fleet(
     fleet: &mut WasiFleet,
     jobs: &[WasiJob],
     min_time: Duration,
-) -> Result<(Served, FleetStats), VmmError> {
+) -> Result<(Served, FleetTime), VmmError> {
     let n = fleet.num_vms() as usize;
     let warm = Instant::now();
     fleet.run_batch(&jobs[..n.min(jobs.len())])?;
     let before = fleet.stats();
+    let host_before = fleet.host_time();
     let mut served = Served {
         batch_size: n,
         warmup: warm.elapsed(),
@@ -130,7 +141,11 @@ pub fn on_fleet(
         }
     }
     served.wall = start.elapsed();
-    Ok((served, fleet.stats().since(&before)))
+    let spent = FleetTime {
+        fleet: fleet.stats().since(&before),
+        host: fleet.host_time().saturating_sub(host_before),
+    };
+    Ok((served, spent))
 }
 
 #[cfg(test)]

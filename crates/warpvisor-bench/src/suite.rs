@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use warpvisor::backend::wasmtime::{WasiSetup, WasmtimeBackend, WasmtimeConfig};
-use warpvisor::vmm::{FleetConfig, FleetStats, Program};
+use warpvisor::vmm::{FleetConfig, Program};
 use warpvisor::wasi::program::{WasiFleet, WasiRunConfig};
 use warpvisor::wasi::WasiJob;
 use warpvisor_workloads::Workload;
 
-use crate::harness::{self, Served};
+use crate::harness::{self, FleetTime, Served};
 use crate::platform::{KernelPlatform, PerPlatform, Platform};
 use crate::report::{BenchmarkResult, Latency, Phases, PlatformRun, RunStatus};
 use crate::settings::Settings;
@@ -189,10 +189,11 @@ impl<'s> Suite<'s> {
         };
         let mut fleet = WasiFleet::new(Arc::new(program), &config).map_err(|e| e.to_string())?;
         let build_seconds = start.elapsed().as_secs_f64();
+        let allocate = fleet.stats().allocate.as_secs_f64();
         let jobs: Vec<WasiJob> = requests.iter().map(|r| job(r)).collect();
-        let (served, stats) = harness::on_fleet(&mut fleet, &jobs, self.settings.min_time)
+        let (served, spent) = harness::on_fleet(&mut fleet, &jobs, self.settings.min_time)
             .map_err(|e| e.to_string())?;
-        let phases = phases(&stats, served.wall.as_secs_f64());
+        let phases = phases(&spent, allocate, served.wall.as_secs_f64());
         Ok(Outcome {
             served,
             build_seconds,
@@ -219,20 +220,32 @@ fn mean_len(lens: impl ExactSizeIterator<Item = usize>) -> f64 {
     lens.sum::<usize>() as f64 / n
 }
 
-/// The phases of `stats`, over `wall` seconds of timed passes.
-fn phases(stats: &FleetStats, wall: f64) -> Phases {
+/// The phases of `spent`, over `wall` seconds of timed passes; `allocate` seconds created the
+/// fleet's storage before them.
+fn phases(spent: &FleetTime, allocate: f64, wall: f64) -> Phases {
+    let stats = &spent.fleet;
     let execute = stats.execute.as_secs_f64();
     let transfer = stats.transfer.as_secs_f64();
     let hypercall = stats.hypercall_service.as_secs_f64();
     let instantiate = stats.instantiate.as_secs_f64();
+    let schedule = stats.schedule.as_secs_f64();
+    let host = spent.host.as_secs_f64();
     Phases {
+        allocate_seconds: allocate,
         execute_seconds: execute,
         transfer_seconds: transfer,
         hypercall_seconds: hypercall,
         instantiate_seconds: instantiate,
-        other_seconds: (wall - execute - transfer - hypercall - instantiate).max(0.0),
+        schedule_seconds: schedule,
+        host_seconds: host,
+        other_seconds: (wall - execute - transfer - hypercall - instantiate - schedule - host)
+            .max(0.0),
         launches: stats.launches,
         hypercalls: stats.hypercalls,
+        bytes_to_device: stats.bytes_to_device,
+        bytes_from_device: stats.bytes_from_device,
+        transfers: stats.transfers,
+        bytes_per_launch: stats.bytes_per_launch(),
         slow_calls: stats.slow_calls,
         indirect_calls: stats.indirect_calls,
         saved_words: stats.saved_words,

@@ -110,10 +110,43 @@ fn small_benchmarks_validate_on_every_platform_ci_has() {
     }
     assert!(b0["throughput"]["warpvisor-cuda"].is_null());
     assert!(b0["throughput"]["warpvisor-opencl"].as_f64().unwrap() > 0.0);
+    // Each warpvisor run says what its fleet moved and where its time went, allocation and
+    // scheduling included, and the phases add up to at most the timed wall time.
+    for run in b0["runs"].as_array().unwrap() {
+        if !run["platform"].as_str().unwrap().starts_with("warpvisor") {
+            continue;
+        }
+        let ph = &run["phases"];
+        assert!(ph["allocate_seconds"].as_f64().unwrap() > 0.0, "{ph}");
+        assert!(ph["schedule_seconds"].as_f64().unwrap() > 0.0, "{ph}");
+        assert!(ph["host_seconds"].as_f64().unwrap() > 0.0, "{ph}");
+        assert!(ph["bytes_per_launch"].as_u64().unwrap() > 0, "{ph}");
+        assert!(ph["transfers"].as_u64().unwrap() > 0, "{ph}");
+        let moved =
+            ph["bytes_to_device"].as_u64().unwrap() + ph["bytes_from_device"].as_u64().unwrap();
+        assert_eq!(
+            moved / ph["launches"].as_u64().unwrap(),
+            ph["bytes_per_launch"].as_u64().unwrap()
+        );
+        let timed: f64 = [
+            "execute_seconds",
+            "transfer_seconds",
+            "hypercall_seconds",
+            "instantiate_seconds",
+            "schedule_seconds",
+            "host_seconds",
+        ]
+        .iter()
+        .map(|k| ph[*k].as_f64().unwrap())
+        .sum();
+        let wall = run["seconds"].as_f64().unwrap();
+        assert!(timed <= wall * 1.000_001, "{timed} > {wall}: {ph}");
+    }
 
     let md = markdown::render(&report);
     assert!(md.contains("| LZ4 | yes |"), "{md}");
     assert!(md.contains("### Where warpvisor's time goes"));
+    assert!(md.contains("| Scheduling | Jobs | Other |"), "{md}");
     let dir = scratch("chart");
     let svg = dir.join("chart.svg");
     chart::write_svg(&report, &svg).unwrap();

@@ -7,6 +7,7 @@
 //! wasmtime alike; [`wast`] runs spec-test scripts. [`limits`] lists what warpvisor refuses to
 //! translate, and why.
 
+pub mod abi;
 pub mod analysis;
 pub mod backend;
 pub mod codegen;

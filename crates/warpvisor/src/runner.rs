@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use crate::backend::wasmtime::{WasiSetup, WasmtimeBackend, WasmtimeError};
 use crate::backend::Backend;
 use crate::codegen::KernelOptions;
-use crate::vmm::{BuildProgress, Fleet, FleetConfig, FleetStats, Imports, Outcome, Program};
+use crate::vmm::{BuildProgress, CompileTimes, Fleet, FleetConfig, FleetStats, Imports};
+use crate::vmm::{Outcome, Program};
 use crate::vmm::{Value, VmmError};
 use crate::wasi::program::{run_jobs_with_stats, JobResult, WasiRunConfig};
 use crate::wasi::WasiJob;
@@ -24,13 +25,17 @@ pub enum RunError {
     Wasmtime(#[from] WasmtimeError),
 }
 
-/// Where the time of one run went. Phases a backend does not have stay zero.
+/// Where the time of one run went. Phases a backend does not have stay zero. The phases do not
+/// overlap: after compilation, [`RunStats::accounted`] of them add up to (nearly) the whole
+/// [`RunStats::after_compilation`], and [`RunStats::unaccounted`] is the rest.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunStats {
     /// Validation and translation to kernel source (wasmtime: compiling the module).
     pub translate: Duration,
     /// The device compiler or the kernel cache.
     pub device_compile: Duration,
+    /// Creating the fleet's storage on the device (zeroed).
+    pub allocate: Duration,
     /// Kernel execution (wasmtime: running the instances).
     pub execute: Duration,
     /// Host–device transfers.
@@ -43,32 +48,87 @@ pub struct RunStats {
     pub hypercalls: u64,
     /// VM (re)instantiation between batches.
     pub instantiate: Duration,
+    /// The fleet's bookkeeping between launches: choosing partitions, preparing entries,
+    /// collecting outcomes.
+    pub schedule: Duration,
+    /// The runner's own work on the host around the fleet: creating it beyond allocation
+    /// and instantiation (shapes, images; for WASI programs the WASI state and its imports),
+    /// each batch's jobs in (WASI arguments, environment, stdin) and results out (exit codes,
+    /// captured output).
+    pub host: Duration,
+    /// Releasing the fleet and the program after the last batch.
+    pub release: Duration,
+    /// Writing the results, when the caller does and records it here (the command line).
+    pub output: Duration,
+    /// Bytes written to the device.
+    pub bytes_to_device: u64,
+    /// Bytes read from the device.
+    pub bytes_from_device: u64,
+    /// Gathered transfers between host and device.
+    pub transfers: u64,
     /// Calls through the trampoline (continuation calls and hypercalls).
     pub slow_calls: u64,
     /// `call_indirect`s that reached a function.
     pub indirect_calls: u64,
     /// Live values saved in continuation frames.
     pub saved_words: u64,
-    /// The whole run, end to end.
+    /// The whole run, end to end: compilation, the jobs, and the output when the caller
+    /// records it.
     pub wall: Duration,
 }
 
 impl RunStats {
-    fn from_fleet(program: &Program, fleet: FleetStats, wall: Duration) -> RunStats {
+    fn from_fleet(compile: CompileTimes, fleet: &FleetStats) -> RunStats {
         RunStats {
-            translate: program.compile_times.translate,
-            device_compile: program.compile_times.device_compile,
+            translate: compile.translate,
+            device_compile: compile.device_compile,
+            allocate: fleet.allocate,
             execute: fleet.execute,
             transfer: fleet.transfer,
             hypercall_service: fleet.hypercall_service,
             launches: fleet.launches,
             hypercalls: fleet.hypercalls,
             instantiate: fleet.instantiate,
+            schedule: fleet.schedule,
+            bytes_to_device: fleet.bytes_to_device,
+            bytes_from_device: fleet.bytes_from_device,
+            transfers: fleet.transfers,
             slow_calls: fleet.slow_calls,
             indirect_calls: fleet.indirect_calls,
             saved_words: fleet.saved_words,
-            wall,
+            ..RunStats::default()
         }
+    }
+
+    /// The wall time after compilation: the whole run less translation and the device
+    /// compiler.
+    pub fn after_compilation(&self) -> Duration {
+        self.wall
+            .saturating_sub(self.translate + self.device_compile)
+    }
+
+    /// The time of every phase after compilation, summed.
+    pub fn accounted(&self) -> Duration {
+        self.allocate
+            + self.instantiate
+            + self.execute
+            + self.transfer
+            + self.hypercall_service
+            + self.schedule
+            + self.host
+            + self.release
+            + self.output
+    }
+
+    /// What no phase accounts for: [`RunStats::after_compilation`] less
+    /// [`RunStats::accounted`].
+    pub fn unaccounted(&self) -> Duration {
+        self.after_compilation().saturating_sub(self.accounted())
+    }
+
+    /// Bytes moved between host and device per kernel launch, both ways.
+    pub fn bytes_per_launch(&self) -> u64 {
+        (self.bytes_to_device + self.bytes_from_device) / self.launches.max(1)
     }
 }
 
@@ -111,8 +171,12 @@ impl Executor {
                     backend.as_ref(),
                     progress,
                 )?);
-                let (results, fleet) = run_jobs_with_stats(program.clone(), config, jobs)?;
-                let stats = RunStats::from_fleet(&program, fleet, start.elapsed());
+                let compile = program.compile_times;
+                let (results, wasi) = run_jobs_with_stats(program, config, jobs)?;
+                let mut stats = RunStats::from_fleet(compile, &wasi.fleet);
+                stats.host = wasi.host;
+                stats.release = wasi.release;
+                stats.wall = start.elapsed();
                 Ok((results, stats))
             }
             Executor::Wasmtime(w) => {
@@ -155,9 +219,19 @@ impl Executor {
                     ))
                     .into());
                 }
-                let mut f = Fleet::new(program.clone(), fleet, Imports::default())?;
+                let compile = program.compile_times;
+                let created = Instant::now();
+                let mut f = Fleet::new(program, fleet, Imports::default())?;
+                // Allocation and instantiation are the fleet's own phases; the rest of its
+                // creation (shapes, images, segments) is the host's.
+                let host = created.elapsed().saturating_sub(f.stats().accounted());
                 let outcomes = f.invoke_batched(func, jobs)?;
-                let stats = RunStats::from_fleet(&program, f.stats(), start.elapsed());
+                let mut stats = RunStats::from_fleet(compile, &f.stats());
+                stats.host = host;
+                let released = Instant::now();
+                drop(f);
+                stats.release = released.elapsed();
+                stats.wall = start.elapsed();
                 Ok((outcomes, stats))
             }
             Executor::Wasmtime(w) => {

@@ -244,6 +244,11 @@ fn stats_report_every_phase() {
         "on-device execute",
         "transfers",
         "hypercall service",
+        "allocation",
+        "scheduling",
+        "host jobs",
+        "unaccounted",
+        "bytes from the device",
     ] {
         assert!(stderr.contains(phase), "no {phase}: {stderr}");
     }

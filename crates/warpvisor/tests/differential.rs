@@ -256,7 +256,10 @@ fn compare(seed: u64, wasm: &[u8], engine: &Engine, backend: &str) -> Result<(),
                 let theirs = instance
                     .get_global(&mut store, &export.name)
                     .map(|g| render_theirs(&g.get(&mut store)));
-                let mine = fleet.global(1, &export.name).map(|v| render_ours(&v));
+                let mine = fleet
+                    .global(1, &export.name)
+                    .map_err(|e| e.to_string())?
+                    .map(|v| render_ours(&v));
                 if theirs != mine {
                     return Err(format!(
                         "global `{}`: wasmtime {theirs:?}, warpvisor {mine:?}",
@@ -269,7 +272,7 @@ fn compare(seed: u64, wasm: &[u8], engine: &Engine, backend: &str) -> Result<(),
                     .get_memory(&mut store, &export.name)
                     .ok_or("no memory")?;
                 let data = mem.data(&store);
-                let pages = fleet.buffers().mem_pages[1] as usize;
+                let pages = fleet.memory_pages(1).unwrap_or(0) as usize;
                 if pages * 65536 != data.len() {
                     return Err(format!(
                         "memory size: wasmtime {}, warpvisor {}",
@@ -277,7 +280,9 @@ fn compare(seed: u64, wasm: &[u8], engine: &Engine, backend: &str) -> Result<(),
                         pages * 65536
                     ));
                 }
-                let mine = fleet.buffers().read_memory(1, 0, data.len());
+                let mine = fleet
+                    .read_memory(1, 0, data.len())
+                    .map_err(|e| e.to_string())?;
                 if let Some(i) = (0..data.len()).find(|&i| data[i] != mine[i]) {
                     return Err(format!(
                         "memory byte {i}: wasmtime {}, warpvisor {}",

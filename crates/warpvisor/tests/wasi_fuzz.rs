@@ -16,8 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use arbitrary::Unstructured;
 use hostile::Sandbox;
-use warpvisor::layout::InterleavedLayout;
-use warpvisor::vmm::{FleetBuffers, HostStop, TrapKind, Value, VmMemory};
+use warpvisor::vmm::{HostStop, TrapKind, Value, VmMemory};
 use warpvisor::wasi::{link, WasiState, FUNCTIONS};
 
 /// Pages of guest memory.
@@ -60,15 +59,7 @@ fn fuzz_one(data: &[u8], sandbox: &Sandbox) {
     let state = WasiState::new("fuzz.wasm", sandbox.preopens(), 1).unwrap();
     let imports = link(&module, Arc::new(Mutex::new(state)), false).unwrap();
     let mut host = imports.host;
-    let layout = InterleavedLayout {
-        num_vms: 1,
-        interleave: 0,
-        max_pages: PAGES,
-        stack_words: 16,
-        num_globals: 1,
-    };
-    let mut buffers = FleetBuffers::new(layout, 0, 0, 0, 0, 0, Vec::new(), Vec::new()).unwrap();
-    buffers.mem_pages[0] = PAGES;
+    let mut memory = vec![0u8; PAGES as usize * 65536];
     let mut u = Unstructured::new(data);
     // The first part of the input is the guest's memory (paths, iovecs, subscriptions).
     let image_len = u.int_in_range(0..=4096usize).unwrap_or(0);
@@ -76,7 +67,7 @@ fn fuzz_one(data: &[u8], sandbox: &Sandbox) {
     for (i, chunk) in image.chunks(64).enumerate() {
         // Spread the bytes over the memory, the last page included.
         let at = (i as u64 * 2053) % (PAGES as u64 * 65536 - 64);
-        buffers.write_memory(0, at, chunk);
+        memory[at as usize..at as usize + chunk.len()].copy_from_slice(chunk);
     }
     while !u.is_empty() {
         let Ok(import) = u.int_in_range(0..=FUNCTIONS.len() as u32 - 1) else {
@@ -86,7 +77,7 @@ fn fuzz_one(data: &[u8], sandbox: &Sandbox) {
             break;
         };
         let args: Vec<Value> = (0..nargs).map_while(|_| value(&mut u).ok()).collect();
-        match host.call(&mut VmMemory::new(&mut buffers, 0), import, &args) {
+        match host.call(&mut VmMemory::from_bytes(&mut memory), import, &args) {
             Ok(v) => assert!(matches!(v.as_slice(), [Value::I32(_)]), "{v:?}"),
             Err(HostStop::Trap(kind)) => assert_eq!(kind, TrapKind::HostError),
             Err(HostStop::Exit(_) | HostStop::Wait(_)) => {}

@@ -152,9 +152,11 @@ fn phase_table(out: &mut String, benches: &[BenchmarkResult]) {
         return;
     }
     out.push_str("### Where warpvisor's time goes\n\n");
-    out.push_str("Shares of the timed passes' wall time; counts per request. *Continuations* estimates the save/restore time inside execution as slow calls × the backend's measured cost of one (see *Slow-call cost*).\n\n");
-    out.push_str("| Benchmark | Platform | Build + warm-up s | Execute | Continuations (est.) | Transfers | Hypercalls | Instantiate | Other | Launches / batch | Slow calls / req | Saved values / req | Indirect calls / req |\n");
-    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("Shares of the timed passes' wall time (the phases do not overlap; *Other* is what none of them measures); counts per request. *Allocate* creates the fleet's storage once, before the timed passes. *Continuations* estimates the save/restore time inside execution as slow calls × the backend's measured cost of one (see *Slow-call cost*). *Scheduling* is the fleet's bookkeeping between launches; *Jobs* the host staging requests and collecting replies. *Bytes / launch* counts both directions.\n\n");
+    out.push_str("| Benchmark | Platform | Build + warm-up s | Allocate ms | Execute | Continuations (est.) | Transfers | Hypercalls | Instantiate | Scheduling | Jobs | Other | Launches / batch | Bytes / launch | Slow calls / req | Saved values / req | Indirect calls / req |\n");
+    out.push_str(
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
     for (b, r) in rows {
         let Some(ph) = r.phases else { continue };
         let pct = |x: f64| format!("{:.1}%", 100.0 * x / r.seconds.max(1e-9));
@@ -162,17 +164,21 @@ fn phase_table(out: &mut String, benches: &[BenchmarkResult]) {
         let batches = (r.requests as f64 / r.batch_size.max(1) as f64).max(1.0);
         let _ = writeln!(
             out,
-            "| {} | `{}` | {:.1} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} |",
+            "| {} | `{}` | {:.1} | {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} |",
             b.title,
             r.platform,
             r.build_seconds + r.warmup_seconds,
+            ph.allocate_seconds * 1e3,
             pct(ph.execute_seconds),
             ph.continuations_estimate_seconds.map_or("—".into(), pct),
             pct(ph.transfer_seconds),
             pct(ph.hypercall_seconds),
             pct(ph.instantiate_seconds),
+            pct(ph.schedule_seconds),
+            pct(ph.host_seconds),
             pct(ph.other_seconds),
             ph.launches as f64 / batches,
+            ph.bytes_per_launch,
             per_req(ph.slow_calls),
             per_req(ph.saved_words),
             per_req(ph.indirect_calls),
@@ -293,5 +299,91 @@ fn micro_tables(out: &mut String, m: &MicroResults) {
             let _ = writeln!(out, "| {} KiB | {} |", size >> 10, cells.join(" | "));
         }
         out.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{Latency, Phases};
+
+    fn run_with(phases: Phases) -> BenchmarkResult {
+        BenchmarkResult {
+            name: "lz4",
+            title: "LZ4",
+            summary: "",
+            validated: true,
+            requests: 8,
+            request_bytes: 0.0,
+            reply_bytes: 0.0,
+            throughput: PerPlatform::default(),
+            ratio_to_native: PerPlatform::default(),
+            ratio_to_wasmtime: PerPlatform::default(),
+            batch_latency_ms: PerPlatform::default(),
+            runs: vec![PlatformRun {
+                platform: "warpvisor-cpu",
+                status: RunStatus::Validated,
+                detail: None,
+                build_seconds: 1.0,
+                warmup_seconds: 0.5,
+                requests: 8,
+                seconds: 2.0,
+                throughput: 4.0,
+                batch_size: 4,
+                batch_latency_ms: Latency::default(),
+                phases: Some(phases),
+            }],
+        }
+    }
+
+    /// Every phase gets its share of the timed passes, allocation its milliseconds, and the
+    /// shares add up with *Other*.
+    #[test]
+    fn phase_table_shows_every_phase_and_the_bytes_per_launch() {
+        let phases = Phases {
+            allocate_seconds: 0.00125,
+            execute_seconds: 1.0,
+            transfer_seconds: 0.2,
+            hypercall_seconds: 0.3,
+            instantiate_seconds: 0.1,
+            schedule_seconds: 0.16,
+            host_seconds: 0.04,
+            other_seconds: 0.2,
+            launches: 10,
+            hypercalls: 40,
+            bytes_to_device: 6000,
+            bytes_from_device: 4000,
+            transfers: 30,
+            bytes_per_launch: 1000,
+            slow_calls: 80,
+            indirect_calls: 0,
+            saved_words: 16,
+            continuations_estimate_seconds: None,
+        };
+        let mut out = String::new();
+        phase_table(&mut out, &[run_with(phases)]);
+        assert!(out.contains("| Scheduling | Jobs | Other |"), "{out}");
+        assert!(
+            out.contains("| Launches / batch | Bytes / launch |"),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "| LZ4 | `warpvisor-cpu` | 1.5 | 1.25 | 50.0% | — | 10.0% | 15.0% | 5.0% | 8.0% | 2.0% | 10.0% | 5 | 1000 | 10 | 2 | 0 |"
+            ),
+            "{out}"
+        );
+        let json = serde_json::to_value(phases).unwrap();
+        for key in [
+            "allocate_seconds",
+            "schedule_seconds",
+            "host_seconds",
+            "bytes_to_device",
+            "bytes_from_device",
+            "transfers",
+            "bytes_per_launch",
+        ] {
+            assert!(json.get(key).is_some(), "{key} missing from {json}");
+        }
     }
 }

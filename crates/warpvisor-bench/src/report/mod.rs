@@ -171,9 +171,14 @@ impl Latency {
     }
 }
 
-/// Where a warpvisor run's timed passes spent their time, and what its VMs did.
+/// Where a warpvisor run's timed passes spent their time, what crossed between host and
+/// device, and what its VMs did. The phases do not overlap; with `other_seconds` they add up
+/// to the timed passes' wall time.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Phases {
+    /// Creating the fleet's storage on the device (zeroed), once, before the warm-up: part of
+    /// `build_seconds`, not of the timed passes.
+    pub allocate_seconds: f64,
     /// Kernels running on the device.
     pub execute_seconds: f64,
     /// Host–device transfers of fleet state.
@@ -182,12 +187,26 @@ pub struct Phases {
     pub hypercall_seconds: f64,
     /// Re-instantiating VMs between batches.
     pub instantiate_seconds: f64,
-    /// The rest: scheduling partitions, handing out jobs, collecting replies.
+    /// The fleet's bookkeeping between launches: choosing partitions, preparing entries,
+    /// collecting outcomes.
+    pub schedule_seconds: f64,
+    /// The host's work around the fleet: staging each batch's jobs (stdin, arguments) and
+    /// collecting replies (exit codes, captured output).
+    pub host_seconds: f64,
+    /// The rest: the harness's own loop and whatever no phase measures.
     pub other_seconds: f64,
     /// Kernel launches.
     pub launches: u64,
     /// Hypercalls serviced.
     pub hypercalls: u64,
+    /// Bytes written to the device.
+    pub bytes_to_device: u64,
+    /// Bytes read from the device.
+    pub bytes_from_device: u64,
+    /// Gathered transfers between host and device.
+    pub transfers: u64,
+    /// Bytes moved per kernel launch, both ways.
+    pub bytes_per_launch: u64,
     /// Calls through the trampoline (continuation calls, hypercalls): each one saves a
     /// frame on the VM's call stack and restores it on return.
     pub slow_calls: u64,

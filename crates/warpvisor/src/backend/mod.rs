@@ -12,15 +12,21 @@
 pub mod cache;
 pub mod cpu;
 pub mod cuda;
+mod fleet;
 pub mod opencl;
 pub mod select;
 pub mod wasmtime;
+mod zeroed;
+
+pub(crate) use fleet::{check_ranges, downcast};
+pub use fleet::{merge_adjacent, DeviceFleet, Traffic, VmmOnly};
+pub use zeroed::ZeroedBytes;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::abi::FleetShape;
 use crate::codegen::KernelOptions;
-use crate::vmm::FleetBuffers;
 
 /// Why a backend could not build or run a kernel.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +58,12 @@ pub enum BackendError {
     /// A launch failed.
     #[error("kernel launch failed: {0}")]
     Launch(String),
+    /// The fleet's storage could not be allocated.
+    #[error("out of memory allocating {bytes} bytes for the fleet (try fewer VMs or a smaller --max-memory)")]
+    OutOfMemory {
+        /// Bytes requested.
+        bytes: u64,
+    },
 }
 
 /// Where the time of one launch went.
@@ -94,11 +106,26 @@ pub(crate) fn best_rate(
     Ok(bytes as f64 / best.as_secs_f64().max(1e-9))
 }
 
-/// A loaded kernel, ready to run fleets.
+/// A loaded kernel (one partition of a program), ready to run fleets. Every partition of a
+/// program on one backend can launch every fleet that any of them created.
 pub trait Kernel: Send + Sync {
-    /// Runs every VM whose status is running until each has finished, trapped or stopped
-    /// for a hypercall.
-    fn launch(&self, fleet: &mut FleetBuffers) -> Result<LaunchTimes, BackendError>;
+    /// Creates a fleet's storage on this kernel's device: every buffer of `shape`, zeroed,
+    /// with the data and element segments' bytes in their blobs. Only the VMM can call this.
+    fn create_fleet(
+        &self,
+        shape: &FleetShape,
+        data_blob: &[u8],
+        elem_blob: &[u32],
+        token: VmmOnly,
+    ) -> Result<Box<dyn DeviceFleet>, BackendError>;
+
+    /// Runs every VM that is ready (`ENTER`, `RESUME` or `RUNNING`) until each has finished,
+    /// trapped or stopped for a hypercall or another partition.
+    fn launch(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError>;
+
+    /// Puts every VM back to the instantiation image in the fleet's image buffer (the reset
+    /// entry, on the device).
+    fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError>;
 
     /// Checks that a fleet of `num_vms` VMs fits the device: `per_vm` bytes in all, of which
     /// `largest_per_vm` in its largest buffer. The error names the largest fleet that fits.

@@ -47,18 +47,24 @@ impl CompileProgress {
 }
 
 fn secs(d: Duration) -> String {
-    format!("{:.3} s", d.as_secs_f64())
+    format!("{:.6} s", d.as_secs_f64())
 }
 
-/// Prints the `--stats` report on stderr.
+/// Prints the `--stats` report on stderr: one line per phase, in seconds. After compilation
+/// the phases do not overlap, and the `unaccounted` line is what they leave of the wall time.
 pub fn print_stats(stats: &RunStats, jobs: usize, vms: u32) {
-    let run = stats
-        .wall
-        .saturating_sub(stats.translate + stats.device_compile);
+    let run = stats.after_compilation();
     let per_sec = if run.is_zero() {
         0.0
     } else {
         jobs as f64 / run.as_secs_f64()
+    };
+    let share = |d: Duration| {
+        if run.is_zero() {
+            0.0
+        } else {
+            100.0 * d.as_secs_f64() / run.as_secs_f64()
+        }
     };
     errln!(
         "stats: {jobs} jobs on {vms} VMs in {} ({per_sec:.1} jobs/s after compilation)",
@@ -66,6 +72,8 @@ pub fn print_stats(stats: &RunStats, jobs: usize, vms: u32) {
     );
     errln!("  translate          {}", secs(stats.translate));
     errln!("  device compile     {}", secs(stats.device_compile));
+    errln!("  allocation         {}", secs(stats.allocate));
+    errln!("  instantiation      {}", secs(stats.instantiate));
     errln!(
         "  on-device execute  {} ({} launches)",
         secs(stats.execute),
@@ -77,7 +85,23 @@ pub fn print_stats(stats: &RunStats, jobs: usize, vms: u32) {
         secs(stats.hypercall_service),
         stats.hypercalls
     );
-    errln!("  instantiation      {}", secs(stats.instantiate));
+    errln!("  scheduling         {}", secs(stats.schedule));
+    errln!("  host jobs          {}", secs(stats.host));
+    errln!("  release            {}", secs(stats.release));
+    errln!("  output             {}", secs(stats.output));
+    errln!(
+        "  unaccounted        {} ({:.1}% of {} after compilation)",
+        secs(stats.unaccounted()),
+        share(stats.unaccounted()),
+        secs(run)
+    );
+    errln!(
+        "  moved              {} bytes to / {} bytes from the device ({} per launch, {} transfers)",
+        stats.bytes_to_device,
+        stats.bytes_from_device,
+        stats.bytes_per_launch(),
+        stats.transfers
+    );
     errln!(
         "  continuations      {} slow calls, {} indirect calls, {} live values saved",
         stats.slow_calls,

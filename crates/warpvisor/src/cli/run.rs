@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use clap::Args;
 
@@ -41,8 +42,9 @@ pub struct RunArgs {
     /// Write one JSON result line per job here (default: standard output).
     #[arg(long)]
     output: Option<PathBuf>,
-    /// Print throughput and the time of each phase (translate, device compile, execution,
-    /// transfers, hypercall service) on stderr.
+    /// Print throughput, the time of each phase (translate, device compile, allocation,
+    /// instantiation, execution, transfers, hypercall service, scheduling, host work, output)
+    /// with what none accounts for, and the bytes moved between host and device, on stderr.
     #[arg(long)]
     stats: bool,
     #[command(flatten)]
@@ -96,19 +98,22 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
     };
     let progress = CompileProgress::new(executor.name());
-    let (outcomes, stats) = executor.invoke(
+    let start = Instant::now();
+    let (outcomes, mut stats) = executor.invoke(
         &binary,
         &invoke,
         args.fleet.fleet(args.vms),
         &jobs,
         &|done, total| progress.update(done, total),
     )?;
+    let output = Instant::now();
     progress.finish();
     let mut out = result_writer(args.output.as_ref())?;
     for (i, o) in outcomes.iter().enumerate() {
         writeln!(out, "{}", result_line(i, o))?;
     }
     out.flush()?;
+    drop(out);
     let traps = outcomes
         .iter()
         .filter(|o| matches!(o, Outcome::Trapped(_)))
@@ -120,6 +125,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         outcomes.len() - traps,
         traps
     );
+    stats.output = output.elapsed();
+    stats.wall = start.elapsed();
     if args.stats {
         print_stats(&stats, outcomes.len(), args.vms);
     }
@@ -192,9 +199,11 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
         allow_unknown_imports: args.allow_unknown_imports,
     };
     let progress = CompileProgress::new(executor.name());
-    let (results, stats) = executor.run_wasi(bytes, &config, &jobs, &|done, total| {
+    let start = Instant::now();
+    let (results, mut stats) = executor.run_wasi(bytes, &config, &jobs, &|done, total| {
         progress.update(done, total)
     })?;
+    let output = Instant::now();
     progress.finish();
     let trapped = results.iter().filter(|r| r.trap.is_some()).count();
     let nonzero = results.iter().filter(|r| r.exit_code != 0).count();
@@ -220,6 +229,8 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
             exited,
             trapped
         );
+        stats.output = output.elapsed();
+        stats.wall = start.elapsed();
         if args.stats {
             print_stats(&stats, results.len(), args.vms);
         }
@@ -230,6 +241,7 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
         writeln!(out, "{}", program::result_line(i, r))?;
     }
     out.flush()?;
+    drop(out);
     errln!(
         "{} jobs on {} VMs: {} exited non-zero, {} trapped",
         results.len(),
@@ -237,6 +249,8 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
         nonzero,
         trapped
     );
+    stats.output = output.elapsed();
+    stats.wall = start.elapsed();
     if args.stats {
         print_stats(&stats, results.len(), args.vms);
     }

@@ -26,6 +26,7 @@ const C_HEADER: &str = r#"
 #define WV_CONST static const
 #define WV_FN static inline
 #define WV_FUNC static
+#define WV_STATIC_ASSERT(c, name) _Static_assert(c, #name)
 static inline uint32_t wv_f32_bits(float x) { union { float f; uint32_t u; } c; c.f = x; return c.u; }
 static inline float wv_f32_from_bits(uint32_t x) { union { float f; uint32_t u; } c; c.u = x; return c.f; }
 static inline uint64_t wv_f64_bits(double x) { union { double f; uint64_t u; } c; c.f = x; return c.u; }
@@ -53,14 +54,6 @@ static inline double wv_f64_from_bits(uint64_t x) { union { double f; uint64_t u
 #define WV_QUIET_ARITHMETIC 0
 "#;
 
-const C_ENTRY: &str = r#"
-/* ---- launch entry: runs VMs first, first + step, ... below end that are running ---- */
-void wv_launch(wv_fleet *f, uint32_t first, uint32_t end, uint32_t step) {
-  for (uint32_t vm = first; vm < end; vm += step)
-    if (f->vms[vm].status == WV_RUNNING) wv_trampoline(f, vm);
-}
-"#;
-
 const OPENCL_HEADER: &str = r#"
 /* ---- dialect: OpenCL C 1.2 (opencl backend) ---- */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
@@ -83,6 +76,8 @@ typedef long int64_t;
 #define WV_CONST __constant
 #define WV_FN static inline
 #define WV_FUNC static
+/* OpenCL C 1.2 has no _Static_assert: a negative array size fails the build instead. */
+#define WV_STATIC_ASSERT(c, name) typedef char wv_check_##name[(c) ? 1 : -1]
 #define wv_f32_bits(x) as_uint(x)
 #define wv_f32_from_bits(x) as_float((uint)(x))
 #define wv_f64_bits(x) as_ulong(x)
@@ -112,25 +107,6 @@ typedef long int64_t;
 #define WV_QUIET_ARITHMETIC 1
 "#;
 
-const OPENCL_ENTRY: &str = r#"
-/* ---- kernel entry: one work-item per VM ---- */
-__kernel void wv_kernel(__global uint8_t *mem, __global uint32_t *mem_pages, __global uint64_t *globals,
-    __global uint32_t *tables, __global uint32_t *table_sizes, __global uint8_t *dropped,
-    __global uint8_t *data_blob, __global uint32_t *elem_blob, __global uint64_t *stack,
-    __global uint64_t *ret, __global wv_vm *vms, ulong mem_stride, uint num_vms, uint max_pages,
-    uint stack_words, uint max_depth) {
-  uint vm = (uint)get_global_id(0);
-  if (vm >= num_vms || vms[vm].status != WV_RUNNING) return;
-  wv_fleet fl;
-  fl.mem = mem; fl.mem_pages = mem_pages; fl.globals = globals; fl.tables = tables;
-  fl.table_sizes = table_sizes; fl.dropped = dropped; fl.data_blob = data_blob;
-  fl.elem_blob = elem_blob; fl.stack = stack; fl.ret = ret; fl.vms = vms;
-  fl.mem_stride = mem_stride; fl.num_vms = num_vms; fl.max_pages = max_pages;
-  fl.stack_words = stack_words; fl.max_depth = max_depth;
-  wv_trampoline(&fl, vm);
-}
-"#;
-
 const CUDA_HEADER: &str = r#"
 /* ---- dialect: CUDA C++ (cuda backend, compiled by NVRTC with --fmad=false) ---- */
 typedef unsigned char uint8_t;
@@ -147,6 +123,9 @@ typedef long long int64_t;
 #define WV_CONST static __device__ const
 #define WV_FN static __device__ inline
 #define WV_FUNC static __device__
+#define WV_STATIC_ASSERT(c, name) static_assert(c, #name)
+/* NVRTC has no __builtin_offsetof; __INTADDR__ is its front end's (EDG) constant form. */
+#define WV_OFFSETOF(t, m) ((unsigned long long)__INTADDR__(&(((t *)0)->m)))
 #define wv_f32_bits(x) ((uint32_t)__float_as_uint(x))
 #define wv_f32_from_bits(x) __uint_as_float((uint32_t)(x))
 #define wv_f64_bits(x) ((uint64_t)__double_as_longlong(x))
@@ -175,24 +154,6 @@ typedef long long int64_t;
 #define WV_QUIET_ARITHMETIC 1
 "#;
 
-const CUDA_ENTRY: &str = r#"
-/* ---- kernel entry: one thread per VM ---- */
-extern "C" __global__ void wv_kernel(uint8_t *mem, uint32_t *mem_pages, uint64_t *globals,
-    uint32_t *tables, uint32_t *table_sizes, uint8_t *dropped, uint8_t *data_blob,
-    uint32_t *elem_blob, uint64_t *stack, uint64_t *ret, wv_vm *vms, uint64_t mem_stride,
-    uint32_t num_vms, uint32_t max_pages, uint32_t stack_words, uint32_t max_depth) {
-  uint32_t vm = blockIdx.x * blockDim.x + threadIdx.x;
-  if (vm >= num_vms || vms[vm].status != WV_RUNNING) return;
-  wv_fleet fl;
-  fl.mem = mem; fl.mem_pages = mem_pages; fl.globals = globals; fl.tables = tables;
-  fl.table_sizes = table_sizes; fl.dropped = dropped; fl.data_blob = data_blob;
-  fl.elem_blob = elem_blob; fl.stack = stack; fl.ret = ret; fl.vms = vms;
-  fl.mem_stride = mem_stride; fl.num_vms = num_vms; fl.max_pages = max_pages;
-  fl.stack_words = stack_words; fl.max_depth = max_depth;
-  wv_trampoline(&fl, vm);
-}
-"#;
-
 impl Dialect {
     /// Definitions that precede the module constants and the prelude.
     pub fn header(self) -> &'static str {
@@ -200,15 +161,6 @@ impl Dialect {
             Dialect::C => C_HEADER,
             Dialect::OpenCl => OPENCL_HEADER,
             Dialect::Cuda => CUDA_HEADER,
-        }
-    }
-
-    /// The kernel entry point that follows the trampoline.
-    pub fn entry(self) -> &'static str {
-        match self {
-            Dialect::C => C_ENTRY,
-            Dialect::OpenCl => OPENCL_ENTRY,
-            Dialect::Cuda => CUDA_ENTRY,
         }
     }
 

@@ -12,6 +12,7 @@ use super::{
     c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CodegenError, KernelLayout,
     KernelOptions, KernelSource, ModuleContext, PRELUDE,
 };
+use crate::abi;
 use crate::analysis::{CallGraph, Signatures};
 use crate::frontend::Module;
 use crate::limits;
@@ -138,6 +139,11 @@ fn emit_partition(
     const_array(&mut out, "wv_elem_len", &elem_len);
     let func_sig: Vec<u32> = (0..n as u32).map(|f| ctx.sigs.of_func(module, f)).collect();
     const_array(&mut out, "wv_func_sig", &func_sig);
+    let func_params: Vec<u32> = (0..n as u32)
+        .map(|f| module.func_type(f).params().len() as u32)
+        .collect();
+    const_array(&mut out, "wv_func_params", &func_params);
+    out.push_str(&abi::c::declarations());
     out.push_str(PRELUDE);
 
     // Result tuples of multi-value fastcalls (funcref and externref share a C type).
@@ -207,7 +213,8 @@ fn emit_partition(
     for f in 0..module.imported_funcs {
         let _ = writeln!(
             out,
-            "      case {f}: v->hypercall = {f}; v->status = WV_HYPERCALL; break; /* import {} */",
+            "      case {f}: wv_hypercall(f, vm, {f}, {}); break; /* import {} */",
+            module.func_type(f as u32).params().len(),
             sanitize_comment(&module.func_display_name(f as u32))
         );
     }
@@ -221,7 +228,7 @@ fn emit_partition(
     if many_partitions {
         out.push_str("      default:\n");
         out.push_str(
-            "        if (fid < WV_NUM_FUNCS) v->status = WV_ELSEWHERE; /* another partition */\n",
+            "        if (fid < WV_NUM_FUNCS) { v->func = fid; v->status = WV_ELSEWHERE; } /* another partition */\n",
         );
         out.push_str("        else wv_trap(f, vm, WV_TRAP_UNREACHABLE);\n");
         out.push_str("        break;\n");
@@ -229,7 +236,7 @@ fn emit_partition(
         out.push_str("      default: wv_trap(f, vm, WV_TRAP_UNREACHABLE); break;\n");
     }
     out.push_str("    }\n  }\n}\n");
-    out.push_str(options.dialect.entry());
+    out.push_str(&abi::c::entry_points(options.dialect));
     check_kernel_size(&out, || "all of it".into())?;
     Ok(out)
 }

@@ -5,81 +5,11 @@
  * WV_NUM_SEGMENTS, WV_RET_WORDS and WV_HAS_MEMORY before including it, and the dialect block
  * (WV_GLOBAL, WV_CONST, WV_FN, wv_f32_bits, ...) for its target language. */
 
-/* VM status, mirrored by vmm::state::VmStatus. */
-#define WV_RUNNING 0u
-#define WV_DONE 1u
-#define WV_TRAPPED 2u
-#define WV_HYPERCALL 3u
-#define WV_ELSEWHERE 4u /* the next frame belongs to another kernel partition */
-
-/* Trap kinds, mirrored by vmm::TrapKind. */
-#define WV_TRAP_UNREACHABLE 1u
-#define WV_TRAP_MEMORY_OOB 2u
-#define WV_TRAP_TABLE_OOB 3u
-#define WV_TRAP_INDIRECT_NULL 4u
-#define WV_TRAP_BAD_SIGNATURE 5u
-#define WV_TRAP_INT_OVERFLOW 6u
-#define WV_TRAP_INT_DIV_ZERO 7u
-#define WV_TRAP_BAD_CONVERSION 8u
-#define WV_TRAP_STACK_OVERFLOW 9u
-#define WV_TRAP_NULL_REFERENCE 10u
-#define WV_TRAP_OUT_OF_FUEL 11u
-
-/* A null reference (funcref or externref); references are 32-bit. */
-#define WV_NULL_REF 0xffffffffu
-/* The saved-frame link of a fleet entry frame: there is no caller to return to. */
-#define WV_NO_FRAME 0xffffffffu
-/* Words of a frame header: caller's frame, function id, resume point. */
-#define WV_FRAME_HEADER 3u
-
-/* Control state of one VM (48 bytes), mirrored by vmm::abi::VmControl. The three counters
- * tell where continuations cost time (the paper's "slowcalls", vectorvisor.md Table 3). */
-typedef struct {
-  uint32_t status;    /* WV_RUNNING, WV_DONE, WV_TRAPPED or WV_HYPERCALL */
-  uint32_t trap;      /* trap kind when WV_TRAPPED */
-  uint32_t fp;        /* stack word of the current frame */
-  uint32_t depth;     /* frames on the call stack */
-  uint32_t hypercall; /* import index when WV_HYPERCALL */
-  uint32_t fuel;      /* ticks left when the kernel meters fuel (WV_FUEL) */
-  uint64_t slow_calls;     /* calls through the trampoline: continuations and hypercalls */
-  uint64_t indirect_calls; /* call_indirect operators that reached a function */
-  uint64_t saved_words;    /* live values saved in frames at yield points (each restored once) */
-} wv_vm;
-
-/* The fleet: every VM's state, laid out by layout::FleetLayout (mirrored as vmm::FleetAbi). */
-typedef struct {
-  WV_GLOBAL uint8_t *mem;         /* linear memories, interleaved by WV_INTERLEAVE */
-  WV_GLOBAL uint32_t *mem_pages;  /* [vm] current memory size in pages */
-  WV_GLOBAL uint64_t *globals;    /* globals as 64-bit words */
-  WV_GLOBAL uint32_t *tables;     /* [vm][WV_TABLE_WORDS] table elements */
-  WV_GLOBAL uint32_t *table_sizes;/* [vm][table] current sizes */
-  WV_GLOBAL uint8_t *dropped;     /* [vm][segment] data then element segments dropped */
-  WV_GLOBAL uint8_t *data_blob;   /* bytes of every data segment */
-  WV_GLOBAL uint32_t *elem_blob;  /* references of every element segment */
-  WV_GLOBAL uint64_t *stack;      /* call stacks of continuation frames */
-  WV_GLOBAL uint64_t *ret;        /* [vm][WV_RET_WORDS] results of the last return */
-  WV_GLOBAL wv_vm *vms;           /* [vm] control state */
-  uint64_t mem_stride;            /* bytes reserved per VM (contiguous layout) */
-  uint32_t num_vms;
-  uint32_t max_pages;             /* per-VM page limit: module maximum and configured limit */
-  uint32_t stack_words;           /* call-stack words per VM */
-  uint32_t max_depth;             /* most frames per VM */
-} wv_fleet;
-
-/* ---- fleet layout: where each VM's words live ------------------------------------------- */
-#if WV_INTERLEAVE == 0
-#define WV_STK(i) f->stack[(uint64_t)vm * f->stack_words + (i)]
-#define WV_GLB(g) f->globals[(uint64_t)vm * WV_NUM_GLOBALS + (g)]
-#else
-/* Word-interleaved, so that adjacent VMs touch adjacent words. */
-#define WV_STK(i) f->stack[(uint64_t)(i) * f->num_vms + vm]
-#define WV_GLB(g) f->globals[(uint64_t)(g) * f->num_vms + vm]
-#endif
-#define WV_RET(k) f->ret[(uint64_t)vm * WV_RET_WORDS + (k)]
-#define WV_TABLE(t, i) f->tables[(uint64_t)vm * WV_TABLE_WORDS + wv_table_base[t] + (i)]
-#define WV_TABLE_SIZE(t) f->table_sizes[(uint64_t)vm * WV_NUM_TABLES + (t)]
-#define WV_DROPPED(s) f->dropped[(uint64_t)vm * WV_NUM_SEGMENTS + (s)]
-#define WV_MEM_BYTES() ((uint64_t)f->mem_pages[vm] << 16)
+/* The kernel ABI — status and trap codes, wv_vm, wv_fleet, the per-VM accessors WV_STK, WV_GLB,
+ * WV_RET, WV_TABLE_WORD, WV_TABLE_SIZE, WV_DROPPED and the image offsets — precedes this
+ * prelude, generated from warpvisor::abi. */
+#define WV_TABLE(t, i) WV_TABLE_WORD(wv_table_base[t] + (i))
+#define WV_MEM_BYTES() ((uint64_t)f->vms[vm].mem_pages << 16)
 
 /* Byte address of memory offset `ea` of VM `vm` (DESIGN.md, decision 2). */
 WV_FN uint64_t wv_cell(const wv_fleet *f, uint32_t vm, uint64_t ea) {
@@ -189,9 +119,9 @@ WV_FN void wv_trap(const wv_fleet *f, uint32_t vm, uint32_t kind) {
 #define wv_as_f64(x) wv_f64_from_bits((uint64_t)(x))
 
 WV_FN uint32_t wv_memory_grow(const wv_fleet *f, uint32_t vm, uint32_t delta) {
-  uint32_t old = f->mem_pages[vm];
+  uint32_t old = f->vms[vm].mem_pages;
   if ((uint64_t)old + delta > f->max_pages) return 0xffffffffu;
-  f->mem_pages[vm] = old + delta;
+  f->vms[vm].mem_pages = old + delta;
   return old;
 }
 
@@ -300,6 +230,80 @@ WV_FN void wv_pop_frame(const wv_fleet *f, uint32_t vm, uint32_t fp) {
   v->depth--;
   if (caller == WV_NO_FRAME) v->status = WV_DONE;
   else v->fp = (uint32_t)caller;
+}
+
+/* ---- hand-offs between host and kernel (abi::status) ------------------------------------- */
+/* Stops the VM at a hypercall to import `import`: its `nparams` arguments go to the result
+ * words, where the host reads them and writes the results; `func` names the caller, which
+ * runs next (WV_NO_FRAME: the import was the entry). */
+WV_FN void wv_hypercall(const wv_fleet *f, uint32_t vm, uint32_t import, uint32_t nparams) {
+  WV_GLOBAL wv_vm *v = &f->vms[vm];
+  uint32_t fp = v->fp;
+  for (uint32_t i = 0; i < nparams; i++) WV_RET(i) = WV_STK(fp + WV_FRAME_HEADER + i);
+  uint64_t caller = WV_STK(fp);
+  v->func = caller == WV_NO_FRAME ? WV_NO_FRAME : (uint32_t)WV_STK(caller + 1);
+  v->hypercall = import;
+  v->status = WV_HYPERCALL;
+}
+
+/* Takes back a VM the host handed over: ENTRY builds the entry frame of `func` from the
+ * arguments in the result words; RESUME pops the frame of the import the host served (its
+ * results are in the result words, where the caller reads them). */
+WV_FN void wv_admit(const wv_fleet *f, uint32_t vm) {
+  WV_GLOBAL wv_vm *v = &f->vms[vm];
+  if (v->status == WV_ENTRY) {
+    uint32_t fn = v->func, n = fn < WV_NUM_FUNCS ? wv_func_params[fn] : 0;
+    if (WV_FRAME_HEADER + n > f->stack_words) { wv_trap(f, vm, WV_TRAP_STACK_OVERFLOW); return; }
+    WV_STK(0) = WV_NO_FRAME; WV_STK(1) = fn; WV_STK(2) = 0;
+    for (uint32_t i = 0; i < n; i++) WV_STK(WV_FRAME_HEADER + i) = WV_RET(i);
+    v->fp = 0; v->depth = 1; v->status = WV_RUNNING;
+  } else if (v->status == WV_RESUME) {
+    v->status = WV_RUNNING;
+    wv_pop_frame(f, vm, v->fp);
+  }
+}
+
+/* Puts VM `vm` back to the instantiation image (abi::ImageLayout): memory cleared as far as
+ * earlier runs may have written it, globals, tables and segment flags as instantiation leaves
+ * them, active segments copied. Runs on the device: nothing per VM crosses to the host. */
+WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
+  WV_GLOBAL const uint64_t *img = f->image;
+  WV_GLOBAL wv_vm *v = &f->vms[vm];
+  uint64_t limit = (uint64_t)f->max_pages << 16;
+  uint64_t clear = img[WV_IMG_CLEAR] < limit ? img[WV_IMG_CLEAR] : limit;
+  uint64_t pages = img[WV_IMG_PAGES] < f->max_pages ? img[WV_IMG_PAGES] : f->max_pages;
+#if WV_INTERLEAVE == 0 && WV_HOST
+  __builtin_memset(f->mem + wv_cell(f, vm, 0), 0, clear);
+#elif WV_INTERLEAVE == 0
+  for (uint64_t i = 0; i < clear / 8; i++) ((WV_GLOBAL uint64_t *)(f->mem + wv_cell(f, vm, 0)))[i] = 0;
+#else
+  for (uint64_t c = 0; c < clear; c += WV_INTERLEAVE) wv_bytes_put(f->mem + wv_cell(f, vm, c), WV_INTERLEAVE, 0);
+#endif
+  wv_vm zero = {0};
+  *v = zero;
+  v->status = WV_DONE;
+  v->mem_pages = (uint32_t)pages;
+  for (uint32_t g = 0; g < WV_NUM_GLOBALS; g++) WV_GLB(g) = img[WV_IMG_GLOBAL(g)];
+  for (uint32_t i = 0; i < WV_TABLE_WORDS; i++) WV_TABLE_WORD(i) = WV_NULL_REF;
+  for (uint32_t t = 0; t < WV_NUM_TABLES; t++) {
+    uint64_t size = img[WV_IMG_TABLE_SIZE(t)];
+    WV_TABLE_SIZE(t) = (uint32_t)(size < wv_table_cap[t] ? size : wv_table_cap[t]);
+  }
+  for (uint32_t s = 0; s < WV_NUM_SEGMENTS; s++) {
+    uint64_t mode = img[WV_IMG_SEGMENT(s)], off = img[WV_IMG_SEGMENT(s) + 1], t = img[WV_IMG_SEGMENT(s) + 2];
+    WV_DROPPED(s) = mode != WV_SEGMENT_PASSIVE;
+    if (mode != WV_SEGMENT_ACTIVE) continue;
+    if (s < WV_NUM_DATAS) {
+      uint64_t n = wv_data_len[s];
+      if (off + n > (pages << 16)) continue; /* the host checked: never taken */
+      for (uint64_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, off + i)] = f->data_blob[wv_data_base[s] + i];
+    } else {
+      uint32_t e = s - WV_NUM_DATAS;
+      uint64_t n = wv_elem_len[e];
+      if (t >= WV_NUM_TABLES || off + n > WV_TABLE_SIZE(t)) continue; /* the host checked */
+      for (uint64_t i = 0; i < n; i++) WV_TABLE((uint32_t)t, (uint32_t)(off + i)) = f->elem_blob[wv_elem_base[e] + i];
+    }
+  }
 }
 
 /* Values as 64-bit frame and result words. */

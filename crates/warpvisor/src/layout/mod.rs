@@ -44,6 +44,30 @@ impl InterleavedLayout {
         addr as usize
     }
 
+    /// The byte ranges of the memory buffer that hold VM `vm`'s bytes `[offset, offset + len)`,
+    /// in order: one range without interleaving, one per cell with it.
+    pub fn memory_ranges(
+        &self,
+        vm: u32,
+        offset: u64,
+        len: u64,
+    ) -> impl Iterator<Item = std::ops::Range<u64>> + '_ {
+        let mut done = 0u64;
+        std::iter::from_fn(move || {
+            if done >= len {
+                return None;
+            }
+            let at = offset + done;
+            let n = match self.interleave as u64 {
+                0 => len - done,
+                cell => (cell - at % cell).min(len - done),
+            };
+            let start = self.cell_addr(vm, at) as u64;
+            done += n;
+            Some(start..start + n)
+        })
+    }
+
     /// Buffer index of call-stack word `word` of VM `vm`.
     pub fn stack_index(&self, vm: u32, word: u32) -> usize {
         if self.interleave == 0 {
@@ -91,6 +115,17 @@ mod tests {
                     assert!((l.cell_addr(vm, off) as u64) < l.mem_bytes());
                 }
             }
+        }
+    }
+
+    #[test]
+    fn memory_ranges_cover_the_bytes_in_order() {
+        for i in [0, 4, 8] {
+            let l = layout(i);
+            let ranges: Vec<_> = l.memory_ranges(1, 5, 37).collect();
+            let bytes: Vec<u64> = ranges.iter().flat_map(|r| r.clone()).collect();
+            let expected: Vec<u64> = (5..42).map(|o| l.cell_addr(1, o) as u64).collect();
+            assert_eq!(bytes, expected, "interleave {i}");
         }
     }
 

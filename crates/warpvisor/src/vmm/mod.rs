@@ -1,9 +1,12 @@
 //! The virtual machine monitor: a [`Program`] (a translated module loaded on a backend) and
 //! the [`Fleet`] of VMs that runs it — instantiation, invocation, and hypercall service.
 
-pub mod abi;
-mod buffers;
 mod fleet;
+mod host;
+mod hypercalls;
+mod instance;
+mod stats;
+mod storage;
 mod values;
 mod view;
 
@@ -11,10 +14,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use buffers::{FleetBuffers, ZeroedBytes};
-pub use fleet::{Fleet, FleetConfig, FleetStats, HostFunctions, HostStop, Imports, NoHost};
+pub use fleet::{Fleet, FleetConfig};
+pub use host::{HostFunctions, HostStop, Imports, NoHost};
+pub use stats::FleetStats;
 pub use values::{Outcome, TrapKind, Value};
-pub use view::{OutOfBounds, VmMemory};
+pub use view::{MemoryError, OutOfBounds, VmMemory};
 
 use crate::backend::{Backend, BackendError, Kernel};
 
@@ -81,7 +85,7 @@ pub struct Program {
     /// The module (without bodies).
     pub module: Module<'static>,
     /// The device programs, one per kernel partition.
-    pub kernels: Vec<Arc<dyn Kernel>>,
+    pub(crate) kernels: Vec<Arc<dyn Kernel>>,
     /// For each function, the partition whose kernel starts it.
     pub partition_of: Vec<u32>,
     /// Layout facts of the kernel.
@@ -90,6 +94,13 @@ pub struct Program {
     pub options: KernelOptions,
     /// How long translation and the device compiler took.
     pub compile_times: CompileTimes,
+}
+
+impl Program {
+    /// How many kernel partitions the program has.
+    pub fn partitions(&self) -> usize {
+        self.kernels.len()
+    }
 }
 
 /// How long it took to make a [`Program`].

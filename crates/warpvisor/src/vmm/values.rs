@@ -2,7 +2,7 @@
 
 use wasmparser::ValType;
 
-use super::abi::NULL_REF;
+use crate::abi::NULL_REF;
 
 /// A WebAssembly value as the host sees it. Floats are kept as bits so NaN payloads survive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,22 +105,9 @@ pub enum TrapKind {
 }
 
 impl TrapKind {
-    /// The kind for a kernel trap code (`WV_TRAP_*`).
+    /// The kind for a kernel trap code (`WV_TRAP_*`, [`crate::abi::KERNEL_TRAPS`]).
     pub fn from_code(code: u32) -> TrapKind {
-        match code {
-            1 => TrapKind::Unreachable,
-            2 => TrapKind::MemoryOutOfBounds,
-            3 => TrapKind::TableOutOfBounds,
-            4 => TrapKind::IndirectCallToNull,
-            5 => TrapKind::BadSignature,
-            6 => TrapKind::IntegerOverflow,
-            7 => TrapKind::IntegerDivisionByZero,
-            8 => TrapKind::BadConversionToInteger,
-            9 => TrapKind::StackOverflow,
-            10 => TrapKind::NullReference,
-            11 => TrapKind::OutOfFuel,
-            _ => TrapKind::HostError,
-        }
+        crate::abi::codes::trap_kind(code)
     }
 
     /// The snake-case name (`integer_division_by_zero`, ...).

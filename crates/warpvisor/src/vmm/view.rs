@@ -1,10 +1,11 @@
 //! One VM's linear memory as a host function sees it: a bounds-checked view of the calling VM
 //! and nothing else. It cannot name another VM, change the VM's memory size, or reach the
-//! fleet's buffers, so no host function — WASI's or an embedder's — can make one VM's bytes
+//! fleet's storage, so no host function — WASI's or an embedder's — can make one VM's bytes
 //! reachable from another or lead the kernel outside the fleet.
 
-use super::buffers::FleetBuffers;
-use crate::layout::PAGE;
+use crate::abi::FleetBuffer;
+use crate::backend::{merge_adjacent, DeviceFleet};
+use crate::layout::InterleavedLayout;
 
 /// An access outside the calling VM's current memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -18,24 +19,89 @@ pub struct OutOfBounds {
     pub size: u64,
 }
 
+/// Why a host function's access to its VM's memory failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemoryError {
+    /// Outside the VM's memory.
+    #[error(transparent)]
+    OutOfBounds(#[from] OutOfBounds),
+    /// The device failed to move the bytes.
+    #[error("the device failed to move the VM's bytes: {0}")]
+    Device(String),
+}
+
+/// Where the bytes are.
+enum Backing<'a> {
+    /// A VM of a fleet, on its device.
+    Fleet {
+        storage: &'a mut dyn DeviceFleet,
+        layout: InterleavedLayout,
+    },
+    /// Plain host bytes (tests, embedders exercising host functions).
+    Bytes(&'a mut [u8]),
+}
+
 /// The memory of the VM whose hypercall is being served.
+///
+/// A host function cannot change its VM's memory size, nor get at the fleet's storage, whose
+/// control blocks the kernel trusts; neither of these compiles:
+///
+/// ```compile_fail,E0616
+/// fn grow(memory: &mut warpvisor::vmm::VmMemory<'_>) {
+///     memory.size = 1 << 40; // private: the size comes from the VM's control block
+/// }
+/// ```
+///
+/// ```compile_fail,E0423
+/// // Only the VMM can create a fleet's storage (`Kernel::create_fleet` needs this token).
+/// let token = warpvisor::backend::VmmOnly(());
+/// ```
 pub struct VmMemory<'a> {
-    buffers: &'a mut FleetBuffers,
+    backing: Backing<'a>,
     vm: u32,
+    size: u64,
 }
 
 impl<'a> VmMemory<'a> {
-    /// VM `vm`'s memory in `buffers`. The fleet makes one for each hypercall it serves; an
-    /// embedder may make one to exercise a host function on buffers of its own.
-    pub fn new(buffers: &'a mut FleetBuffers, vm: u32) -> Self {
-        VmMemory { buffers, vm }
+    /// VM `vm`'s `size` bytes of memory in a fleet's storage (the VMM makes one per hypercall).
+    pub(crate) fn in_fleet(
+        storage: &'a mut dyn DeviceFleet,
+        layout: InterleavedLayout,
+        vm: u32,
+        size: u64,
+    ) -> Self {
+        let size = size.min(layout.mem_stride());
+        VmMemory {
+            backing: Backing::Fleet { storage, layout },
+            vm,
+            size,
+        }
+    }
+
+    /// A view of plain host bytes as VM 0's memory: for exercising host functions without a
+    /// fleet.
+    pub fn from_bytes(bytes: &'a mut [u8]) -> Self {
+        let size = bytes.len() as u64;
+        VmMemory {
+            backing: Backing::Bytes(bytes),
+            vm: 0,
+            size,
+        }
     }
 
     /// The same view for a shorter borrow (to hand to a helper that keeps it).
     pub fn reborrow(&mut self) -> VmMemory<'_> {
+        let backing = match &mut self.backing {
+            Backing::Fleet { storage, layout } => Backing::Fleet {
+                storage: &mut **storage,
+                layout: *layout,
+            },
+            Backing::Bytes(b) => Backing::Bytes(b),
+        };
         VmMemory {
-            buffers: self.buffers,
+            backing,
             vm: self.vm,
+            size: self.size,
         }
     }
 
@@ -46,39 +112,64 @@ impl<'a> VmMemory<'a> {
 
     /// The VM's current memory size in bytes.
     pub fn size(&self) -> u64 {
-        let layout = self.buffers.layout;
-        self.buffers
-            .mem_pages
-            .get(self.vm as usize)
-            .map_or(0, |&p| p.min(layout.max_pages) as u64 * PAGE)
+        self.size
     }
 
     /// `Ok` if `[offset, offset + len)` lies in the VM's memory.
     pub fn check(&self, offset: u64, len: u64) -> Result<(), OutOfBounds> {
-        let size = self.size();
         match offset.checked_add(len) {
-            Some(end) if end <= size => Ok(()),
-            _ => Err(OutOfBounds { offset, len, size }),
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(OutOfBounds {
+                offset,
+                len,
+                size: self.size,
+            }),
         }
     }
 
     /// Copies the bytes at `offset` into `out`.
-    pub fn read_into(&self, offset: u64, out: &mut [u8]) -> Result<(), OutOfBounds> {
+    pub fn read_into(&mut self, offset: u64, out: &mut [u8]) -> Result<(), MemoryError> {
         self.check(offset, out.len() as u64)?;
-        self.buffers.read_memory_into(self.vm, offset, out);
-        Ok(())
+        match &mut self.backing {
+            Backing::Bytes(b) => {
+                let at = offset as usize;
+                out.copy_from_slice(&b[at..at + out.len()]);
+                Ok(())
+            }
+            Backing::Fleet { storage, layout } => {
+                let ranges =
+                    merge_adjacent(layout.memory_ranges(self.vm, offset, out.len() as u64));
+                storage
+                    .read(FleetBuffer::Mem, &ranges, out)
+                    .map_err(|e| MemoryError::Device(e.to_string()))
+            }
+        }
     }
 
     /// `len` bytes at `offset` (checked before anything is allocated).
-    pub fn read(&self, offset: u64, len: usize) -> Result<Vec<u8>, OutOfBounds> {
+    pub fn read(&mut self, offset: u64, len: usize) -> Result<Vec<u8>, MemoryError> {
         self.check(offset, len as u64)?;
-        Ok(self.buffers.read_memory(self.vm, offset, len))
+        let mut out = vec![0u8; len];
+        self.read_into(offset, &mut out)?;
+        Ok(out)
     }
 
     /// Writes `bytes` at `offset`.
-    pub fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<(), OutOfBounds> {
+    pub fn write(&mut self, offset: u64, bytes: &[u8]) -> Result<(), MemoryError> {
         self.check(offset, bytes.len() as u64)?;
-        self.buffers.write_memory(self.vm, offset, bytes);
-        Ok(())
+        match &mut self.backing {
+            Backing::Bytes(b) => {
+                let at = offset as usize;
+                b[at..at + bytes.len()].copy_from_slice(bytes);
+                Ok(())
+            }
+            Backing::Fleet { storage, layout } => {
+                let ranges =
+                    merge_adjacent(layout.memory_ranges(self.vm, offset, bytes.len() as u64));
+                storage
+                    .write(FleetBuffer::Mem, &ranges, bytes)
+                    .map_err(|e| MemoryError::Device(e.to_string()))
+            }
+        }
     }
 }

@@ -33,7 +33,7 @@ const FILE_CHUNK: usize = 64 << 10;
 /// fails with `IO` (wasmtime's `MemoryOutputPipe`).
 fn capture(
     stream: &mut Vec<u8>,
-    mem: &GuestMemory<'_>,
+    mem: &mut GuestMemory<'_>,
     (ptr, len): (u32, u32),
     limit: usize,
 ) -> CallResult<usize> {
@@ -51,7 +51,7 @@ fn capture(
 /// chunk at a time; a short write ends the call with what was written.
 fn write_file(
     file: &mut File,
-    mem: &GuestMemory<'_>,
+    mem: &mut GuestMemory<'_>,
     (ptr, len): (u32, u32),
     at: Option<u64>,
 ) -> CallResult<usize> {
@@ -75,7 +75,7 @@ fn write_file(
 fn write_fd(
     st: &mut VmState,
     fd: u32,
-    mem: &GuestMemory<'_>,
+    mem: &mut GuestMemory<'_>,
     buf: (u32, u32),
     at: Option<u64>,
 ) -> CallResult<usize> {

@@ -57,14 +57,14 @@ impl<'a> GuestMemory<'a> {
     }
 
     /// `len` bytes at `ptr` (bounds checked first, then copied).
-    pub fn read(&self, ptr: u32, len: u32) -> CallResult<Vec<u8>> {
+    pub fn read(&mut self, ptr: u32, len: u32) -> CallResult<Vec<u8>> {
         self.memory
             .read(ptr as u64, len as usize)
             .map_err(|_| CallError::Trap)
     }
 
     /// Copies the bytes at `ptr` into `out` (bounds checked first): no intermediate copy.
-    pub fn read_into(&self, ptr: u32, out: &mut [u8]) -> CallResult<()> {
+    pub fn read_into(&mut self, ptr: u32, out: &mut [u8]) -> CallResult<()> {
         self.memory
             .read_into(ptr as u64, out)
             .map_err(|_| CallError::Trap)
@@ -84,7 +84,7 @@ impl<'a> GuestMemory<'a> {
     }
 
     /// A little-endian `u32` at `ptr` (4-aligned).
-    pub fn u32(&self, ptr: u32) -> CallResult<u32> {
+    pub fn u32(&mut self, ptr: u32) -> CallResult<u32> {
         self.check(ptr, 4, 4)?;
         let mut b = [0u8; 4];
         self.read_into(ptr, &mut b)?;
@@ -135,27 +135,15 @@ impl<'a> GuestMemory<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layout::InterleavedLayout;
-    use crate::vmm::FleetBuffers;
 
-    fn buffers(pages: u32) -> FleetBuffers {
-        let layout = InterleavedLayout {
-            num_vms: 1,
-            interleave: 0,
-            max_pages: pages,
-            stack_words: 16,
-            num_globals: 1,
-        };
-        let mut b = FleetBuffers::new(layout, 0, 0, 0, 0, 0, Vec::new(), Vec::new())
-            .unwrap_or_else(|e| panic!("{e}"));
-        b.mem_pages[0] = pages;
-        b
+    fn memory(pages: u32) -> Vec<u8> {
+        vec![0u8; pages as usize * 65536]
     }
 
     #[test]
     fn pointers_past_the_end_or_wrapping_trap() {
-        let mut b = buffers(1);
-        let mut m = GuestMemory::new(VmMemory::new(&mut b, 0));
+        let mut b = memory(1);
+        let mut m = GuestMemory::new(VmMemory::from_bytes(&mut b));
         assert_eq!(m.read(65_532, 4).map(|v| v.len()), Ok(4));
         assert_eq!(m.read(65_533, 4), Err(CallError::Trap));
         assert_eq!(m.read(u32::MAX, 2), Err(CallError::Trap));
@@ -166,15 +154,15 @@ mod tests {
 
     #[test]
     fn huge_iovec_requests_are_refused_before_copying() {
-        let mut b = buffers(1);
-        let mut m = GuestMemory::new(VmMemory::new(&mut b, 0));
+        let mut b = memory(1);
+        let mut m = GuestMemory::new(VmMemory::from_bytes(&mut b));
         // 2^29 iovecs of 8 bytes: more than the budget, refused without reading them.
         assert_eq!(m.first_iovec(0, 1 << 29), Err(CallError::Errno(NOMEM)));
-        let mut m = GuestMemory::new(VmMemory::new(&mut b, 0));
+        let mut m = GuestMemory::new(VmMemory::from_bytes(&mut b));
         m.set_u32(0, 100).unwrap_or_else(|e| panic!("{e:?}"));
         m.set_u32(4, u32::MAX).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(m.first_iovec(0, 1), Err(CallError::Errno(NOMEM)));
-        let mut m = GuestMemory::new(VmMemory::new(&mut b, 0));
+        let mut m = GuestMemory::new(VmMemory::from_bytes(&mut b));
         m.set_u32(4, 70_000).unwrap_or_else(|e| panic!("{e:?}"));
         assert_eq!(m.first_iovec(0, 1), Ok((100, 70_000)), "checked when used");
         assert_eq!(m.read(100, 70_000), Err(CallError::Trap));

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 
@@ -48,18 +49,45 @@ pub fn run_jobs(
     run_jobs_with_stats(program, config, jobs).map(|(results, _)| results)
 }
 
-/// [`run_jobs`], also telling where the fleet's time went.
+/// Where a WASI run's time went after compilation: the fleet's phases, and the host's work
+/// around the fleet. The phases do not overlap.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WasiStats {
+    /// The fleet's phases and traffic.
+    pub fleet: FleetStats,
+    /// The host's work around the fleet ([`WasiFleet::host_time`]): the WASI state and its
+    /// imports, creating the fleet beyond allocating and instantiating it, each batch's
+    /// arguments, environment and stdin, the exit codes and captured output.
+    pub host: Duration,
+    /// Releasing the fleet (its device storage and the WASI state) after the last batch.
+    pub release: Duration,
+}
+
+/// [`run_jobs`], also telling where the time went.
 pub fn run_jobs_with_stats(
     program: Arc<Program>,
     config: &WasiRunConfig,
     jobs: &[WasiJob],
-) -> Result<(Vec<JobResult>, FleetStats), VmmError> {
+) -> Result<(Vec<JobResult>, WasiStats), VmmError> {
     let mut fleet = WasiFleet::new(program, config)?;
+    let start = Instant::now();
     let mut results = Vec::with_capacity(jobs.len());
+    fleet.host += start.elapsed();
     for batch in jobs.chunks(fleet.num_vms() as usize) {
-        results.extend(fleet.run_batch(batch)?);
+        let replies = fleet.run_batch(batch)?;
+        let start = Instant::now();
+        results.extend(replies);
+        fleet.host += start.elapsed();
     }
-    Ok((results, fleet.stats()))
+    let mut stats = WasiStats {
+        fleet: fleet.stats(),
+        host: fleet.host_time(),
+        release: Duration::ZERO,
+    };
+    let start = Instant::now();
+    drop(fleet);
+    stats.release = start.elapsed();
+    Ok((results, stats))
 }
 
 /// A fleet that serves WASI jobs batch after batch: it is allocated once, and its VMs are
@@ -68,11 +96,14 @@ pub struct WasiFleet {
     fleet: Fleet,
     state: Arc<Mutex<WasiState>>,
     fresh: bool,
+    /// The host's work outside the fleet's phases so far ([`WasiFleet::host_time`]).
+    host: Duration,
 }
 
 impl WasiFleet {
     /// A fleet of `config.fleet.num_vms` VMs running `program`'s `_start`.
     pub fn new(program: Arc<Program>, config: &WasiRunConfig) -> Result<Self, VmmError> {
+        let start = Instant::now();
         let state = Arc::new(Mutex::new(WasiState::new(
             &config.program_name,
             config.preopens.clone(),
@@ -85,10 +116,15 @@ impl WasiFleet {
         ) {
             return Err(VmmError::NoSuchExport("_start".into()));
         }
+        let fleet = Fleet::new(program, config.fleet, imports)?;
+        // Creating the fleet's storage and instantiating it are the fleet's own phases; the
+        // rest (the WASI state, the imports, the fleet's shapes and images) is the host's.
+        let host = start.elapsed().saturating_sub(fleet.stats().accounted());
         Ok(WasiFleet {
-            fleet: Fleet::new(program, config.fleet, imports)?,
+            fleet,
             state,
             fresh: true,
+            host,
         })
     }
 
@@ -110,12 +146,14 @@ impl WasiFleet {
             self.fleet.reset()?;
         }
         self.fresh = false;
+        let start = Instant::now();
         self.lock().set_jobs(batch);
-        let outcomes = self
-            .fleet
-            .invoke("_start", &vec![Vec::new(); batch.len()])?;
+        let entries = vec![Vec::new(); batch.len()];
+        self.host += start.elapsed();
+        let outcomes = self.fleet.invoke("_start", &entries)?;
+        let start = Instant::now();
         let mut st = self.lock();
-        Ok(outcomes
+        let results = outcomes
             .into_iter()
             .enumerate()
             .map(|(vm, o)| {
@@ -132,12 +170,23 @@ impl WasiFleet {
                     trap,
                 }
             })
-            .collect())
+            .collect();
+        drop(st);
+        drop(entries);
+        self.host += start.elapsed();
+        Ok(results)
     }
 
     /// Where the fleet's time went so far.
     pub fn stats(&self) -> FleetStats {
         self.fleet.stats()
+    }
+
+    /// The host's work outside the fleet's phases so far: the WASI state and its imports,
+    /// creating the fleet beyond allocating and instantiating it, and each batch's jobs in
+    /// (arguments, environment, stdin) and results out (exit codes, captured output).
+    pub fn host_time(&self) -> Duration {
+        self.host
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, WasiState> {

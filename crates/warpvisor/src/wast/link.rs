@@ -179,10 +179,11 @@ pub fn resolve(
                 imports.memory = Some((1, Some(2)));
             }
             (Provider::Instance(inst), kind) => {
-                let fleet = inst
-                    .try_borrow()
+                let mut fleet = inst
+                    .try_borrow_mut()
                     .map_err(|_| LinkError::Unsupported("instance busy".into()))?;
-                let exporter = &fleet.program().module;
+                let program = fleet.program().clone();
+                let exporter = &program.module;
                 let export = exporter.export(&name.name).ok_or_else(unknown)?;
                 match (export, kind) {
                     (ExportKind::Func(ef), ExportKind::Func(f)) => {
@@ -202,13 +203,17 @@ pub fn resolve(
                                 "mutable global {what} shared between instances"
                             )));
                         }
-                        let v = fleet.global(0, &name.name).ok_or_else(mismatch)?;
+                        let v = fleet
+                            .global(0, &name.name)
+                            .ok()
+                            .flatten()
+                            .ok_or_else(mismatch)?;
                         imports.globals.push(v);
                     }
                     (ExportKind::Table(et), ExportKind::Table(t)) => {
                         let have = &exporter.tables[et as usize];
                         let want = &module.tables[*t as usize];
-                        let size = fleet.buffers().table_sizes[et as usize] as u64;
+                        let size = fleet.table_size(0, et).map_err(|_| mismatch())? as u64;
                         if have.element != want.element
                             || !limits_match((size, have.maximum), (want.initial, want.maximum))
                         {
@@ -221,7 +226,7 @@ pub fn resolve(
                     (ExportKind::Memory(_), ExportKind::Memory(_)) => {
                         let have = exporter.memory.as_ref().ok_or_else(mismatch)?;
                         let want = module.memory.as_ref().ok_or_else(mismatch)?;
-                        let size = fleet.buffers().mem_pages[0] as u64;
+                        let size = fleet.memory_pages(0).ok_or_else(mismatch)? as u64;
                         if !limits_match((size, have.maximum), (want.initial, want.maximum)) {
                             return Err(mismatch());
                         }

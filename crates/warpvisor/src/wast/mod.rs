@@ -232,11 +232,12 @@ impl<'c> Script<'c> {
                     .ok_or_else(|| Check::Fail("no module".into()))?;
                 match slot {
                     Slot::Ready(i) => {
-                        let fleet = i
-                            .try_borrow()
+                        let mut fleet = i
+                            .try_borrow_mut()
                             .map_err(|_| Check::Fail("instance busy".into()))?;
                         let v = fleet
                             .global(0, global)
+                            .map_err(|e| Check::Fail(e.to_string()))?
                             .ok_or_else(|| Check::Fail(format!("no global `{global}`")))?;
                         Ok(Outcome::Returned(vec![v]))
                     }

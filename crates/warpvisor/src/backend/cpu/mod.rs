@@ -2,20 +2,22 @@
 //! object, run by a pool of worker threads (Ocelot's runtime design, `ocelot.md` §III.H).
 
 mod compiler;
+mod fleet;
 mod pool;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use compiler::CCompiler;
+pub use fleet::CpuFleet;
 use pool::WorkerPool;
 
-use super::{Backend, BackendError, Kernel, LaunchTimes};
+use super::{downcast, Backend, BackendError, DeviceFleet, Kernel, LaunchTimes, VmmOnly};
+use crate::abi::{FleetAbi, FleetShape};
 use crate::codegen::KernelOptions;
-use crate::vmm::abi::FleetAbi;
-use crate::vmm::FleetBuffers;
 
-/// `void wv_launch(wv_fleet *f, uint32_t first, uint32_t end, uint32_t step)`.
+/// `void wv_launch(wv_fleet *f, uint32_t first, uint32_t end, uint32_t step)` and
+/// `wv_reset_launch` (same parameters).
 pub type LaunchFn = unsafe extern "C" fn(*const FleetAbi, u32, u32, u32);
 
 /// The `cpu` backend.
@@ -44,15 +46,18 @@ impl Backend for CpuBackend {
 
     fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
         let library = self.compiler.build(code, options)?;
-        // SAFETY: the library was built from our kernel source, whose entry has this type.
-        let launch: LaunchFn = unsafe {
-            *library
-                .get::<LaunchFn>(b"wv_launch\0")
-                .map_err(|e| BackendError::Launch(format!("kernel has no entry point: {e}")))?
+        let entry = |name: &[u8]| {
+            // SAFETY: the library was built from our kernel source, whose entries have this
+            // type (abi::c::entry_points).
+            unsafe { library.get::<LaunchFn>(name).map(|f| *f) }
+                .map_err(|e| BackendError::Launch(format!("kernel has no entry point: {e}")))
         };
+        let launch = entry(b"wv_launch\0")?;
+        let reset = entry(b"wv_reset_launch\0")?;
         Ok(Arc::new(CpuKernel {
             _library: library,
             launch,
+            reset,
             pool: self.pool.clone(),
         }))
     }
@@ -93,35 +98,58 @@ impl Backend for CpuBackend {
 struct CpuKernel {
     _library: libloading::Library,
     launch: LaunchFn,
+    reset: LaunchFn,
     pool: Arc<WorkerPool>,
 }
 
-impl Kernel for CpuKernel {
-    fn launch(&self, fleet: &mut FleetBuffers) -> Result<LaunchTimes, BackendError> {
+impl CpuKernel {
+    /// Runs `entry` over every VM of `fleet`, spread over the workers.
+    fn run(
+        &self,
+        entry: LaunchFn,
+        fleet: &mut dyn DeviceFleet,
+    ) -> Result<LaunchTimes, BackendError> {
+        let fleet = downcast::<CpuFleet>(fleet, "cpu")?;
         let start = Instant::now();
         let abi = fleet.abi();
         let n = abi.num_vms;
-        let launch = self.launch;
         if n <= 1 || self.pool.workers() == 1 {
             // SAFETY: `abi` points into `fleet`, which outlives the call.
-            unsafe { launch(&abi, 0, n, 1) };
-            return Ok(LaunchTimes {
-                execute: start.elapsed(),
-                transfer: Duration::ZERO,
-            });
+            unsafe { entry(&abi, 0, n, 1) };
+        } else {
+            // Interleaved assignment: worker w runs VMs w, w + W, w + 2W, ...
+            let workers = self.pool.workers().min(n as usize) as u32;
+            self.pool
+                .run(workers as usize, &|w| {
+                    // SAFETY: each worker touches only its own VMs; `abi` outlives `run`.
+                    unsafe { entry(&abi, w as u32, n, workers) };
+                })
+                .map_err(BackendError::Launch)?;
         }
-        // Interleaved assignment: worker w runs VMs w, w + W, w + 2W, ...
-        let workers = self.pool.workers().min(n as usize) as u32;
-        self.pool
-            .run(workers as usize, &|w| {
-                // SAFETY: each worker touches only its own VMs; `abi` outlives `run`.
-                unsafe { launch(&abi, w as u32, n, workers) };
-            })
-            .map_err(BackendError::Launch)?;
         // The kernel works on the host's buffers: nothing is transferred.
         Ok(LaunchTimes {
             execute: start.elapsed(),
             transfer: Duration::ZERO,
         })
+    }
+}
+
+impl Kernel for CpuKernel {
+    fn create_fleet(
+        &self,
+        shape: &FleetShape,
+        data_blob: &[u8],
+        elem_blob: &[u32],
+        _: VmmOnly,
+    ) -> Result<Box<dyn DeviceFleet>, BackendError> {
+        Ok(Box::new(CpuFleet::new(shape, data_blob, elem_blob)?))
+    }
+
+    fn launch(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
+        self.run(self.launch, fleet)
+    }
+
+    fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
+        self.run(self.reset, fleet)
     }
 }

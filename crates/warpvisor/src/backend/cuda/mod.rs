@@ -5,21 +5,21 @@
 //! runs where CUDA is not installed, and says which library is missing when this backend is
 //! asked for. NVRTC alone (no driver, no GPU) is enough for [`compile_ptx`].
 
+mod fleet;
 mod program;
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::Duration;
 
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream};
 use cudarc::nvrtc::Ptx;
 
+use fleet::CudaFleet;
 pub use program::{compile_ptx, nvrtc_status, DEFAULT_ARCH};
 
-use super::{Backend, BackendError, Kernel, LaunchTimes};
+use super::{downcast, Backend, BackendError, DeviceFleet, Kernel, LaunchTimes, VmmOnly};
+use crate::abi::FleetShape;
 use crate::codegen::KernelOptions;
-use crate::vmm::FleetBuffers;
 
 /// Threads per block: a multiple of the warp size; VMs of one warp run in lockstep.
 const BLOCK: u32 = 128;
@@ -142,9 +142,13 @@ impl Backend for CudaBackend {
             .context
             .load_module(Ptx::from_src(ptx))
             .map_err(|e| driver_error("loading the PTX module", e))?;
-        let function = module
-            .load_function("wv_kernel")
-            .map_err(|e| driver_error("kernel wv_kernel", e))?;
+        let entry = |name: &str| {
+            module
+                .load_function(name)
+                .map_err(|e| driver_error(&format!("kernel has no entry point {name}"), e))
+        };
+        let launch = entry("wv_kernel")?;
+        let reset = entry("wv_reset")?;
         let stream = self
             .stream
             .lock()
@@ -152,7 +156,8 @@ impl Backend for CudaBackend {
             .clone();
         Ok(Arc::new(CudaKernel {
             stream: Mutex::new(stream),
-            function,
+            launch,
+            reset,
             global_memory: self.info.global_memory,
         }))
     }
@@ -176,120 +181,62 @@ impl Backend for CudaBackend {
     }
 }
 
-/// A loaded CUDA kernel.
+/// A loaded CUDA kernel: both entries of one partition's module.
 struct CudaKernel {
+    /// The backend's stream: launches are serialised on it, and every fleet's buffers and
+    /// copies are queued on it too.
     stream: Mutex<Arc<CudaStream>>,
-    function: CudaFunction,
+    /// `wv_kernel`: runs the ready VMs.
+    launch: CudaFunction,
+    /// `wv_reset`: puts every VM back to the instantiation image.
+    reset: CudaFunction,
     global_memory: u64,
 }
 
-/// The bytes of a host buffer of plain-data words.
-fn bytes_of<T: Copy>(v: &[T]) -> &[u8] {
-    // SAFETY: every fleet buffer holds plain integers (or `#[repr(C)]` structs of them).
-    unsafe { std::slice::from_raw_parts(v.as_ptr().cast(), std::mem::size_of_val(v)) }
-}
-
-/// The bytes of a host buffer of plain-data words, writable.
-fn bytes_of_mut<T: Copy>(v: &mut [T]) -> &mut [u8] {
-    // SAFETY: as `bytes_of`; any byte pattern is a valid value of these types.
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast(), std::mem::size_of_val(v)) }
-}
-
-/// A device copy of a host buffer (at least one byte: CUDA has no empty allocations).
-fn upload(stream: &Arc<CudaStream>, host: &[u8]) -> Result<CudaSlice<u8>, BackendError> {
-    if host.is_empty() {
-        return stream
-            .alloc_zeros::<u8>(1)
-            .map_err(|e| driver_error("allocating device memory", e));
+impl CudaKernel {
+    /// Runs `function` (the entry named `entry`) over every VM of `fleet` and waits for it.
+    fn run(
+        &self,
+        function: &CudaFunction,
+        entry: &str,
+        fleet: &mut dyn DeviceFleet,
+    ) -> Result<LaunchTimes, BackendError> {
+        let fleet = downcast::<CudaFleet>(fleet, "cuda")?;
+        let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
+        let execute = fleet.run(&stream, function, entry)?;
+        // The buffers stay on the device: the VMM's gathered transfers are timed and counted
+        // by the fleet, not here.
+        Ok(LaunchTimes {
+            execute,
+            transfer: Duration::ZERO,
+        })
     }
-    stream
-        .clone_htod(host)
-        .map_err(|e| driver_error(&format!("copying {} bytes to the device", host.len()), e))
-}
-
-fn download(
-    stream: &Arc<CudaStream>,
-    dev: &CudaSlice<u8>,
-    host: &mut [u8],
-) -> Result<(), BackendError> {
-    if host.is_empty() {
-        return Ok(());
-    }
-    stream
-        .memcpy_dtoh(dev, host)
-        .map_err(|e| driver_error("copying results from the device", e))
 }
 
 impl Kernel for CudaKernel {
-    fn launch(&self, fleet: &mut FleetBuffers) -> Result<LaunchTimes, BackendError> {
-        let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
-        let abi = fleet.abi();
-        let t0 = Instant::now();
-        // Every buffer goes down before and comes back after the launch: the host may have
-        // changed any of them while servicing hypercalls.
-        let mem = upload(&stream, fleet.mem.as_slice())?;
-        let mem_pages = upload(&stream, bytes_of(&fleet.mem_pages))?;
-        let globals = upload(&stream, bytes_of(&fleet.globals))?;
-        let tables = upload(&stream, bytes_of(&fleet.tables))?;
-        let table_sizes = upload(&stream, bytes_of(&fleet.table_sizes))?;
-        let dropped = upload(&stream, &fleet.dropped)?;
-        let data_blob = upload(&stream, &fleet.data_blob)?;
-        let elem_blob = upload(&stream, bytes_of(&fleet.elem_blob))?;
-        let stack = upload(&stream, bytes_of(&fleet.stack))?;
-        let ret = upload(&stream, bytes_of(&fleet.ret))?;
-        let vms = upload(&stream, bytes_of(&fleet.vms))?;
-        stream
-            .synchronize()
-            .map_err(|e| driver_error("copying to the device", e))?;
-        let down = t0.elapsed();
-        let t1 = Instant::now();
-        let cfg = LaunchConfig {
-            grid_dim: (abi.num_vms.div_ceil(BLOCK), 1, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut launch = stream.launch_builder(&self.function);
-        launch
-            .arg(&mem)
-            .arg(&mem_pages)
-            .arg(&globals)
-            .arg(&tables)
-            .arg(&table_sizes)
-            .arg(&dropped)
-            .arg(&data_blob)
-            .arg(&elem_blob)
-            .arg(&stack)
-            .arg(&ret)
-            .arg(&vms)
-            .arg(&abi.mem_stride)
-            .arg(&abi.num_vms)
-            .arg(&abi.max_pages)
-            .arg(&abi.stack_words)
-            .arg(&abi.max_depth);
-        // SAFETY: the arguments match `wv_kernel`'s parameters in order and type; every
-        // buffer is as large as the fleet layout the kernel was built for says.
-        unsafe { launch.launch(cfg) }.map_err(|e| driver_error("launching the kernel", e))?;
-        stream
-            .synchronize()
-            .map_err(|e| driver_error("running the kernel", e))?;
-        let execute = t1.elapsed();
-        let t2 = Instant::now();
-        download(&stream, &mem, fleet.mem.as_mut_slice())?;
-        download(&stream, &mem_pages, bytes_of_mut(&mut fleet.mem_pages))?;
-        download(&stream, &globals, bytes_of_mut(&mut fleet.globals))?;
-        download(&stream, &tables, bytes_of_mut(&mut fleet.tables))?;
-        download(&stream, &table_sizes, bytes_of_mut(&mut fleet.table_sizes))?;
-        download(&stream, &dropped, &mut fleet.dropped)?;
-        download(&stream, &stack, bytes_of_mut(&mut fleet.stack))?;
-        download(&stream, &ret, bytes_of_mut(&mut fleet.ret))?;
-        download(&stream, &vms, bytes_of_mut(&mut fleet.vms))?;
-        stream
-            .synchronize()
-            .map_err(|e| driver_error("copying from the device", e))?;
-        Ok(LaunchTimes {
-            execute,
-            transfer: down + t2.elapsed(),
-        })
+    fn create_fleet(
+        &self,
+        shape: &FleetShape,
+        data_blob: &[u8],
+        elem_blob: &[u32],
+        _: VmmOnly,
+    ) -> Result<Box<dyn DeviceFleet>, BackendError> {
+        let stream = self
+            .stream
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Ok(Box::new(CudaFleet::new(
+            stream, shape, data_blob, elem_blob,
+        )?))
+    }
+
+    fn launch(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
+        self.run(&self.launch, "wv_kernel", fleet)
+    }
+
+    fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
+        self.run(&self.reset, "wv_reset", fleet)
     }
 
     fn check_capacity(

@@ -3,23 +3,22 @@
 //! The OpenCL library is loaded at run time (`opencl3`'s `dynamic` feature): warpvisor builds
 //! and runs where no OpenCL is installed, and says why when this backend is asked for.
 
+mod fleet;
 mod program;
 
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
 use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
-use opencl3::kernel::{ExecuteKernel, Kernel as ClKernel};
-use opencl3::memory::{
-    Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR,
-};
-use opencl3::types::{cl_mem, CL_NON_BLOCKING};
+use opencl3::kernel::Kernel as ClKernel;
+use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
 
-use super::{Backend, BackendError, Kernel, LaunchTimes};
+use super::{downcast, Backend, BackendError, DeviceFleet, Kernel, LaunchTimes, VmmOnly};
+use crate::abi::FleetShape;
 use crate::codegen::KernelOptions;
-use crate::vmm::FleetBuffers;
+use fleet::ClFleet;
 
 /// One OpenCL device as `warpvisor devices` shows it.
 #[derive(Debug, Clone)]
@@ -49,8 +48,13 @@ fn unavailable(reason: impl Into<String>) -> BackendError {
     }
 }
 
+/// One enumeration at a time: PoCL 3.1 crashes (in `clGetDeviceInfo`) when threads enumerate
+/// platforms and devices at once, as tests that each open a backend do.
+static ENUMERATE_LOCK: Mutex<()> = Mutex::new(());
+
 /// Every OpenCL device of every platform, or why there are none.
 pub fn devices() -> Result<Vec<(DeviceInfo, Device)>, BackendError> {
+    let _one_at_a_time = ENUMERATE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
     // An explicit OPENCL_DYLIB_PATH is the library the user wants: if none of its entries
     // loads, OpenCL is unavailable (cl3 would otherwise fall back to the system library).
     if let Ok(paths) = std::env::var("OPENCL_DYLIB_PATH") {
@@ -103,15 +107,28 @@ pub struct OpenClBackend {
     shared: Arc<Shared>,
 }
 
-/// The context and queue every kernel of this backend uses; launches are serialised.
+/// The context and queue every kernel and fleet of this backend uses; launches and transfers
+/// are serialised on the queue.
 struct Shared {
     context: Context,
     queue: Mutex<CommandQueue>,
+    /// Whether the device works in host memory (`CL_DEVICE_HOST_UNIFIED_MEMORY`, PoCL): there
+    /// mapping a buffer costs no copy, so gathers of many ranges map instead.
+    host_unified: bool,
 }
 
 // SAFETY: the queue is used only under its mutex; contexts are thread-safe in OpenCL.
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// The queue, for one launch or transfer. A panic elsewhere while it was held leaves
+    /// nothing half-done that a later user could trip over (every user waits for its commands
+    /// before letting go), so a poisoned lock is taken over.
+    fn lock_queue(&self) -> MutexGuard<'_, CommandQueue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 impl OpenClBackend {
     /// Opens device `index` (default: the first GPU, else the first device).
@@ -139,6 +156,7 @@ impl OpenClBackend {
             shared: Arc::new(Shared {
                 context,
                 queue: Mutex::new(queue),
+                host_unified: chosen.1.host_unified_memory().unwrap_or(false),
             }),
         })
     }
@@ -156,12 +174,17 @@ impl Backend for OpenClBackend {
 
     fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
         let built = program::build(&self.shared.context, &self.info, code, options)?;
-        let kernel = ClKernel::create(&built, "wv_kernel")
-            .map_err(|e| BackendError::Launch(format!("kernel wv_kernel: {e}")))?;
+        let entry = |name: &str| {
+            ClKernel::create(&built, name)
+                .map_err(|e| BackendError::Launch(format!("kernel entry {name}: {e}")))
+        };
+        let kernel = entry("wv_kernel")?;
+        let reset = entry("wv_reset")?;
         Ok(Arc::new(OpenClKernel {
             shared: self.shared.clone(),
             _program: built,
             kernel,
+            reset,
             global_memory: self.info.global_memory,
             max_allocation: self.info.max_allocation,
         }))
@@ -177,7 +200,7 @@ impl Backend for OpenClBackend {
             .map_err(|e| BackendError::Launch(format!("a device buffer of {bytes} bytes: {e}")))
         };
         let (src, mut dst) = (buffer()?, buffer()?);
-        let queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        let queue = self.shared.lock_queue();
         super::best_rate(bytes, 5, || {
             // SAFETY: both buffers hold `bytes` bytes.
             unsafe { queue.enqueue_copy_buffer(&src, &mut dst, 0, 0, bytes.max(1), &[]) }
@@ -189,156 +212,90 @@ impl Backend for OpenClBackend {
     }
 }
 
-/// A built OpenCL kernel. Launches are serialised (under the queue's mutex): kernel
-/// arguments belong to the kernel object.
+/// A built OpenCL kernel: its launch entry (`wv_kernel`) and its reset entry (`wv_reset`).
+/// Launches are serialised (under the queue's mutex): kernel arguments belong to the kernel
+/// object.
 struct OpenClKernel {
     shared: Arc<Shared>,
     _program: opencl3::program::Program,
     kernel: ClKernel,
+    reset: ClKernel,
     global_memory: u64,
     max_allocation: u64,
 }
 
-// SAFETY: the kernel object is used only under the shared queue's mutex.
+// SAFETY: the kernel objects are used only under the shared queue's mutex.
 unsafe impl Send for OpenClKernel {}
 unsafe impl Sync for OpenClKernel {}
 
-/// A device buffer over a host slice (`CL_MEM_USE_HOST_PTR`: zero-copy where the device shares
-/// host memory, as PoCL does; elsewhere the runtime copies at launch and at the map after it).
-fn wrap<T>(context: &Context, slice: &mut [T]) -> Result<Buffer<T>, BackendError> {
-    // SAFETY: the slice outlives the buffer (released before `launch` returns).
-    unsafe {
-        Buffer::<T>::create(
-            context,
-            CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
-            slice.len().max(1),
-            slice.as_mut_ptr().cast(),
-        )
-    }
-    .map_err(|e| {
-        BackendError::Launch(format!(
-            "creating a device buffer of {} bytes: {e}",
-            std::mem::size_of_val(slice)
-        ))
-    })
-}
-
-/// A buffer made by [`wrap`] over `len` host elements, as `sync_all` takes it.
-fn region<T>(buffer: &Buffer<T>, len: usize) -> (cl_mem, usize) {
-    (buffer.get(), len.max(1) * std::mem::size_of::<T>())
-}
-
-/// Makes the host copies of `buffers` (each with its element count) current: every buffer is
-/// mapped and unmapped again. The commands are queued without blocking and waited for twice
-/// in all, not once per buffer: on PoCL each blocking round trip costs tens of microseconds.
-fn sync_all(queue: &CommandQueue, buffers: &[(cl_mem, usize)]) -> Result<(), BackendError> {
-    let mut mapped = Vec::with_capacity(buffers.len());
-    for &(buffer, bytes) in buffers {
-        let mut ptr: cl_mem = std::ptr::null_mut();
-        // SAFETY: the mapping covers the buffer; it is released below, after the wait.
-        let _event = unsafe {
-            cl3::command_queue::enqueue_map_buffer(
-                queue.get(),
-                buffer,
-                CL_NON_BLOCKING,
-                CL_MAP_READ | CL_MAP_WRITE,
-                0,
-                bytes.max(1),
-                &mut ptr,
-                0,
+impl OpenClKernel {
+    /// Runs `entry` (named `name`) on `fleet`, one work-item per VM, and waits for it.
+    fn run(
+        &self,
+        entry: &ClKernel,
+        name: &str,
+        fleet: &mut dyn DeviceFleet,
+    ) -> Result<LaunchTimes, BackendError> {
+        let fleet = downcast::<ClFleet>(fleet, "opencl")?;
+        if !fleet.belongs_to(&self.shared) {
+            return Err(BackendError::Launch(
+                "this fleet's storage belongs to another OpenCL context".into(),
+            ));
+        }
+        let num_vms = fleet.shape().layout.num_vms as usize;
+        if num_vms == 0 {
+            // OpenCL 1.2 rejects an empty range; there is nothing to run.
+            return Ok(LaunchTimes::default());
+        }
+        let queue = self.shared.lock_queue();
+        let start = Instant::now();
+        fleet.set_args(entry, name)?;
+        // SAFETY: every parameter is set to a buffer or value of its type (`set_args`), and
+        // the buffers live as long as the fleet, which outlives the wait below.
+        unsafe {
+            queue.enqueue_nd_range_kernel(
+                entry.get(),
+                1,
                 std::ptr::null(),
+                &num_vms,
+                std::ptr::null(),
+                &[],
             )
         }
-        .map(opencl3::event::Event::new)
-        .map_err(|e| BackendError::Launch(format!("reading back a buffer: {e}")))?;
-        mapped.push((buffer, ptr));
+        .map_err(|e| BackendError::Launch(format!("enqueueing {name}: {e}")))?;
+        queue
+            .finish()
+            .map_err(|e| BackendError::Launch(format!("running {name}: {e}")))?;
+        // The fleet stays on the device: nothing moves at a launch.
+        Ok(LaunchTimes {
+            execute: start.elapsed(),
+            transfer: Duration::ZERO,
+        })
     }
-    queue
-        .finish()
-        .map_err(|e| BackendError::Launch(format!("reading back the buffers: {e}")))?;
-    for (buffer, ptr) in mapped {
-        // SAFETY: `ptr` is the mapping of `buffer` made above.
-        unsafe { queue.enqueue_unmap_mem_object(buffer, ptr, &[]) }
-            .map_err(|e| BackendError::Launch(format!("releasing a buffer: {e}")))?;
-    }
-    queue
-        .finish()
-        .map_err(|e| BackendError::Launch(format!("releasing the buffers: {e}")))
 }
 
 impl Kernel for OpenClKernel {
-    fn launch(&self, fleet: &mut FleetBuffers) -> Result<LaunchTimes, BackendError> {
-        let start = Instant::now();
-        let queue = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let abi = fleet.abi();
-        let ctx = &self.shared.context;
-        // Zero-length slices still get a 1-element buffer (OpenCL has no empty buffers).
-        let mut one = [0u8; 16];
-        let mem_slice: &mut [u8] = if fleet.mem.as_slice().is_empty() {
-            &mut one
-        } else {
-            fleet.mem.as_mut_slice()
-        };
-        let mem_len = mem_slice.len();
-        let mem = wrap(ctx, mem_slice)?;
-        let mem_pages = wrap(ctx, &mut fleet.mem_pages)?;
-        let globals = wrap(ctx, &mut fleet.globals)?;
-        let tables = wrap(ctx, &mut fleet.tables)?;
-        let table_sizes = wrap(ctx, &mut fleet.table_sizes)?;
-        let dropped = wrap(ctx, &mut fleet.dropped)?;
-        let data_blob = wrap(ctx, &mut fleet.data_blob)?;
-        let elem_blob = wrap(ctx, &mut fleet.elem_blob)?;
-        let stack = wrap(ctx, &mut fleet.stack)?;
-        let ret = wrap(ctx, &mut fleet.ret)?;
-        let vms = wrap(ctx, &mut fleet.vms)?;
-        let wrapped = start.elapsed();
-        let run = Instant::now();
-        // SAFETY: the arguments match `wv_kernel`'s parameters in order and type.
-        unsafe {
-            ExecuteKernel::new(&self.kernel)
-                .set_arg(&mem)
-                .set_arg(&mem_pages)
-                .set_arg(&globals)
-                .set_arg(&tables)
-                .set_arg(&table_sizes)
-                .set_arg(&dropped)
-                .set_arg(&data_blob)
-                .set_arg(&elem_blob)
-                .set_arg(&stack)
-                .set_arg(&ret)
-                .set_arg(&vms)
-                .set_arg(&abi.mem_stride)
-                .set_arg(&abi.num_vms)
-                .set_arg(&abi.max_pages)
-                .set_arg(&abi.stack_words)
-                .set_arg(&abi.max_depth)
-                .set_global_work_size(abi.num_vms as usize)
-                .enqueue_nd_range(&queue)
-                .map_err(|e| BackendError::Launch(format!("enqueueing the kernel: {e}")))?;
-        }
-        queue
-            .finish()
-            .map_err(|e| BackendError::Launch(format!("running the kernel: {e}")))?;
-        let execute = run.elapsed();
-        let back = Instant::now();
-        sync_all(
-            &queue,
-            &[
-                region(&mem, mem_len),
-                region(&mem_pages, fleet.mem_pages.len()),
-                region(&globals, fleet.globals.len()),
-                region(&tables, fleet.tables.len()),
-                region(&table_sizes, fleet.table_sizes.len()),
-                region(&dropped, fleet.dropped.len()),
-                region(&stack, fleet.stack.len()),
-                region(&ret, fleet.ret.len()),
-                region(&vms, fleet.vms.len()),
-            ],
-        )?;
-        Ok(LaunchTimes {
-            execute,
-            transfer: wrapped + back.elapsed(),
-        })
+    fn create_fleet(
+        &self,
+        shape: &FleetShape,
+        data_blob: &[u8],
+        elem_blob: &[u32],
+        _: VmmOnly,
+    ) -> Result<Box<dyn DeviceFleet>, BackendError> {
+        Ok(Box::new(ClFleet::new(
+            self.shared.clone(),
+            shape,
+            data_blob,
+            elem_blob,
+        )?))
+    }
+
+    fn launch(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
+        self.run(&self.kernel, "wv_kernel", fleet)
+    }
+
+    fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
+        self.run(&self.reset, "wv_reset", fleet)
     }
 
     fn check_capacity(

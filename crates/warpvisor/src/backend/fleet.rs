@@ -1,0 +1,140 @@
+//! A fleet's storage on a device ([`DeviceFleet`]): created once by a backend, kept there
+//! across launches. Between launches the VMM moves only what it needs through it — control
+//! blocks, a hypercall's argument and result words, the bytes a host function reads or writes —
+//! each as one gathered transfer of byte ranges.
+
+use std::any::Any;
+use std::ops::Range;
+
+use super::BackendError;
+use crate::abi::{FleetBuffer, FleetShape};
+
+/// Bytes moved between the host and a fleet's storage, and the transfers that moved them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Bytes written to the device.
+    pub to_device: u64,
+    /// Bytes read from the device.
+    pub from_device: u64,
+    /// Gathered transfers (each [`DeviceFleet::read`] or [`DeviceFleet::write`] is one).
+    pub transfers: u64,
+}
+
+impl Traffic {
+    /// Bytes both ways.
+    pub fn bytes(&self) -> u64 {
+        self.to_device + self.from_device
+    }
+
+    /// What moved between `earlier` (a snapshot of the same fleet) and `self`.
+    pub fn since(&self, earlier: &Traffic) -> Traffic {
+        Traffic {
+            to_device: self.to_device.saturating_sub(earlier.to_device),
+            from_device: self.from_device.saturating_sub(earlier.from_device),
+            transfers: self.transfers.saturating_sub(earlier.transfers),
+        }
+    }
+}
+
+/// Proof that the caller is warpvisor's own VMM. It cannot be made outside this crate, so no
+/// embedder can obtain a fleet's storage and write control blocks the kernel trusts (a VM's
+/// memory size, its frame pointer): only [`crate::vmm::Fleet`] creates storage.
+pub struct VmmOnly(pub(crate) ());
+
+/// A fleet's buffers on a backend's device.
+pub trait DeviceFleet: Send {
+    /// The sizes of the buffers.
+    fn shape(&self) -> &FleetShape;
+
+    /// Copies the byte ranges `ranges` of `buffer` into `out`, one after another, as one
+    /// gathered transfer. `out` is exactly as long as the ranges together.
+    fn read(
+        &mut self,
+        buffer: FleetBuffer,
+        ranges: &[Range<u64>],
+        out: &mut [u8],
+    ) -> Result<(), BackendError>;
+
+    /// Writes `data` over the byte ranges `ranges` of `buffer`, one after another, as one
+    /// gathered transfer.
+    fn write(
+        &mut self,
+        buffer: FleetBuffer,
+        ranges: &[Range<u64>],
+        data: &[u8],
+    ) -> Result<(), BackendError>;
+
+    /// Bytes moved so far.
+    fn traffic(&self) -> Traffic;
+
+    /// The concrete storage, for the backend's own kernels.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// Checks that `ranges` lie in `buffer` and add up to `len` bytes.
+pub(crate) fn check_ranges(
+    shape: &FleetShape,
+    buffer: FleetBuffer,
+    ranges: &[Range<u64>],
+    len: usize,
+) -> Result<(), BackendError> {
+    let size = shape.bytes(buffer);
+    let mut total = 0u64;
+    for r in ranges {
+        if r.start > r.end || r.end > size {
+            return Err(BackendError::Launch(format!(
+                "bytes {}..{} lie outside the fleet's {} buffer of {size} bytes",
+                r.start,
+                r.end,
+                buffer.name()
+            )));
+        }
+        total += r.end - r.start;
+    }
+    if total != len as u64 {
+        return Err(BackendError::Launch(format!(
+            "{len} host bytes for {total} bytes of the fleet's {} buffer",
+            buffer.name()
+        )));
+    }
+    Ok(())
+}
+
+/// `ranges` with each range that starts where the one before it ends merged into it: fewer,
+/// larger copies, and the same bytes in the same packed order (so it serves reads and writes).
+pub fn merge_adjacent(ranges: impl IntoIterator<Item = Range<u64>>) -> Vec<Range<u64>> {
+    let mut out: Vec<Range<u64>> = Vec::new();
+    for r in ranges.into_iter().filter(|r| r.start < r.end) {
+        match out.last_mut() {
+            Some(last) if last.end == r.start => last.end = r.end,
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// The concrete fleet type `T` behind `fleet`, or an error naming the backend that was
+/// expected (a fleet of one backend launched by another's kernel).
+pub(crate) fn downcast<'a, T: 'static>(
+    fleet: &'a mut dyn DeviceFleet,
+    backend: &str,
+) -> Result<&'a mut T, BackendError> {
+    fleet.as_any_mut().downcast_mut::<T>().ok_or_else(|| {
+        BackendError::Launch(format!(
+            "this fleet's storage was not created by the {backend} backend"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merging_keeps_the_packed_order_and_drops_empty_ranges() {
+        assert_eq!(
+            merge_adjacent([0..8, 8..16, 16..16, 20..24, 24..30, 2..4]),
+            vec![0..16, 20..30, 2..4]
+        );
+    }
+}
