@@ -1,23 +1,31 @@
 //! A fleet's storage for the `opencl` backend: one device buffer per [`FleetBuffer`], created
 //! and zeroed once when the fleet is made and kept for the fleet's life. A launch only sets
-//! the kernel's arguments and runs it; between launches the VMM's gathered transfers become
-//! ranged reads and writes, all queued without blocking and waited for once per transfer (a
-//! blocking round trip costs about 10 µs on PoCL; the copies themselves are memcpys there).
-//! On a device that works in host memory a transfer of many ranges maps the span they cover
-//! once and copies on the host instead ([`MAP_ABOVE`]).
+//! the kernel's arguments and runs it. Between launches the VMM's gathered transfers move
+//! byte ranges, in one of two ways:
+//!
+//! - On a CPU device working in host memory (PoCL), a buffer the host touches is mapped once
+//!   (the mapping is the buffer itself: no copy) and stays mapped until the next launch, which
+//!   unmaps it first; each transfer is then plain memcpys with no round trip to the runtime.
+//!   A blocking round trip costs about 10 µs on PoCL, and a launch's transfers (control
+//!   blocks, hypercall words, a host function's accesses of each VM's memory) are dozens.
+//!   The control blocks, which the host reads after every launch, are mapped within the
+//!   launch's own wait.
+//! - Elsewhere, each range is a read or write command, all queued without blocking and waited
+//!   for once per transfer.
 
 use std::any::Any;
 use std::ops::Range;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use opencl3::command_queue::CommandQueue;
 use opencl3::error_codes::{
-    ClError, CL_INVALID_BUFFER_SIZE, CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_HOST_MEMORY,
-    CL_OUT_OF_RESOURCES,
+    ClError, CL_INVALID_BUFFER_SIZE, CL_MAP_FAILURE, CL_MEM_OBJECT_ALLOCATION_FAILURE,
+    CL_OUT_OF_HOST_MEMORY, CL_OUT_OF_RESOURCES,
 };
 use opencl3::kernel::Kernel as ClKernel;
 use opencl3::memory::{Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_READ_WRITE};
-use opencl3::types::{cl_map_flags, cl_mem, cl_uint, CL_BLOCKING, CL_NON_BLOCKING};
+use opencl3::types::{cl_mem, cl_uint, CL_BLOCKING, CL_NON_BLOCKING};
 
 use super::Shared;
 use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg};
@@ -29,8 +37,15 @@ pub(super) struct ClFleet {
     shared: Arc<Shared>,
     shape: FleetShape,
     buffers: Vec<Buffer<u8>>,
+    /// Where each buffer is mapped into the host while the host works on it (CPU devices in
+    /// host memory only), until the next launch.
+    mapped: Vec<Option<NonNull<u8>>>,
     traffic: Traffic,
 }
+
+// SAFETY: the mapping pointers refer to this fleet's own buffers and are used only through
+// `&mut self`; the buffers themselves may move between threads.
+unsafe impl Send for ClFleet {}
 
 impl ClFleet {
     /// Creates every buffer of `shape` in `shared`'s context, zeroes it on the device (no host
@@ -115,6 +130,7 @@ impl ClFleet {
         Ok(ClFleet {
             shared,
             shape: *shape,
+            mapped: vec![None; buffers.len()],
             buffers,
             traffic: Traffic::default(),
         })
@@ -124,6 +140,105 @@ impl ClFleet {
     /// its own context; every kernel of one backend shares one).
     pub(super) fn belongs_to(&self, shared: &Arc<Shared>) -> bool {
         Arc::ptr_eq(&self.shared, shared)
+    }
+
+    /// Unmaps every buffer the host mapped since the last launch. The unmaps are queued, not
+    /// waited for: the in-order queue completes them before the kernel queued next starts, as
+    /// OpenCL requires of a mapped buffer, and the wait for that kernel covers them.
+    pub(super) fn unmap_all(&mut self, queue: &CommandQueue) -> Result<(), BackendError> {
+        for ((&b, buffer), mapped) in FleetBuffer::ALL
+            .iter()
+            .zip(&self.buffers)
+            .zip(self.mapped.iter_mut())
+        {
+            if let Some(host) = *mapped {
+                // SAFETY: `host` is this buffer's mapping; nothing uses it after this.
+                unsafe { queue.enqueue_unmap_mem_object(buffer.get(), host.as_ptr().cast(), &[]) }
+                    .map_err(|e| transfer_error(e, "unmapping", b))?;
+                *mapped = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues maps of `buffers` behind the launch just queued, without waiting (CPU devices in
+    /// host memory only; elsewhere nothing). The host reads every control block after every
+    /// launch, so mapping them here spares that read a round trip of its own: the launch's
+    /// wait covers the map (and its cost, a command of about a microsecond on PoCL, counts as
+    /// execution). On PoCL this took Scrypt's transfer share from 13-26% to under 1%. A map
+    /// that cannot be queued here is made when the host first touches the buffer, and fails
+    /// there if it must. The mappings count once [`ClFleet::maps_done`] is told the wait
+    /// succeeded.
+    pub(super) fn map_after_launch(
+        &mut self,
+        queue: &CommandQueue,
+        buffers: &[FleetBuffer],
+    ) -> PendingMaps {
+        let mut pending = PendingMaps(Vec::new());
+        if !self.shared.host_resident {
+            return pending;
+        }
+        for &b in buffers {
+            let i = slot(b);
+            if self.mapped[i].is_some() {
+                continue;
+            }
+            let mut host: cl_mem = std::ptr::null_mut();
+            // SAFETY: the mapping covers exactly the buffer; `host` is used only after the
+            // wait for the queue (`maps_done`). It lasts until `unmap_all`.
+            let queued = unsafe {
+                queue.enqueue_map_buffer(
+                    &self.buffers[i],
+                    CL_NON_BLOCKING,
+                    CL_MAP_READ | CL_MAP_WRITE,
+                    0,
+                    self.shape.bytes(b) as usize,
+                    &mut host,
+                    &[],
+                )
+            };
+            match (queued, NonNull::new(host.cast::<u8>())) {
+                (Ok(_), Some(host)) => pending.0.push((i, host)),
+                _ => break,
+            }
+        }
+        pending
+    }
+
+    /// Records the maps [`ClFleet::map_after_launch`] queued, once the queue was waited for.
+    pub(super) fn maps_done(&mut self, pending: PendingMaps) {
+        for (i, host) in pending.0 {
+            self.mapped[i] = Some(host);
+        }
+    }
+
+    /// The host address of `buffer`, mapping the whole buffer for reading and writing first
+    /// if it is not mapped (one blocking round trip, then none until the next launch).
+    fn host_view(&mut self, buffer: FleetBuffer) -> Result<NonNull<u8>, BackendError> {
+        let i = slot(buffer);
+        if let Some(host) = self.mapped[i] {
+            return Ok(host);
+        }
+        let queue = self.shared.lock_queue();
+        let mut host: cl_mem = std::ptr::null_mut();
+        // SAFETY: the mapping covers exactly the buffer; a blocking map returns once `host`
+        // points at it. It lasts until `unmap_all` (before every launch, and on drop).
+        unsafe {
+            queue.enqueue_map_buffer(
+                &self.buffers[i],
+                CL_BLOCKING,
+                CL_MAP_READ | CL_MAP_WRITE,
+                0,
+                self.shape.bytes(buffer) as usize,
+                &mut host,
+                &[],
+            )
+        }
+        .map_err(|e| transfer_error(e, "mapping", buffer))?;
+        let host = NonNull::new(host.cast::<u8>())
+            .ok_or_else(|| transfer_error(ClError(CL_MAP_FAILURE), "mapping", buffer))?;
+        self.mapped[i] = Some(host);
+        Ok(host)
     }
 
     /// Sets `kernel`'s arguments to this fleet: its entry parameters in order, each buffer
@@ -167,14 +282,15 @@ impl DeviceFleet for ClFleet {
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, out.len())?;
         if !out.is_empty() {
-            let device = &self.buffers[slot(buffer)];
-            let queue = self.shared.lock_queue();
-            if self.shared.host_unified && ranges.len() > MAP_ABOVE {
-                read_mapped(&queue, device, ranges, out)
+            if self.shared.host_resident {
+                let host = self.host_view(buffer)?;
+                // SAFETY: `host` maps the whole buffer, and the ranges lie in it.
+                unsafe { copy_out(host, ranges, out) };
             } else {
-                read_ranges(&queue, device, ranges, out)
+                let queue = self.shared.lock_queue();
+                read_ranges(&queue, &self.buffers[slot(buffer)], ranges, out)
+                    .map_err(|e| transfer_error(e, "reading", buffer))?;
             }
-            .map_err(|e| transfer_error(e, "reading", buffer))?;
         }
         self.traffic.from_device += out.len() as u64;
         self.traffic.transfers += 1;
@@ -189,14 +305,15 @@ impl DeviceFleet for ClFleet {
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, data.len())?;
         if !data.is_empty() {
-            let device = &mut self.buffers[slot(buffer)];
-            let queue = self.shared.lock_queue();
-            if self.shared.host_unified && ranges.len() > MAP_ABOVE {
-                write_mapped(&queue, device, ranges, data)
+            if self.shared.host_resident {
+                let host = self.host_view(buffer)?;
+                // SAFETY: `host` maps the whole buffer, and the ranges lie in it.
+                unsafe { copy_in(host, ranges, data) };
             } else {
-                write_ranges(&queue, device, ranges, data)
+                let queue = self.shared.lock_queue();
+                write_ranges(&queue, &mut self.buffers[slot(buffer)], ranges, data)
+                    .map_err(|e| transfer_error(e, "writing", buffer))?;
             }
-            .map_err(|e| transfer_error(e, "writing", buffer))?;
         }
         self.traffic.to_device += data.len() as u64;
         self.traffic.transfers += 1;
@@ -212,11 +329,20 @@ impl DeviceFleet for ClFleet {
     }
 }
 
-/// Above this many ranges, a transfer on a device that shares host memory maps the span the
-/// ranges cover once and copies on the host instead of queueing one command per range. On
-/// PoCL a queued range costs about 1.2 µs and a map, copy and unmap 16 to 50 µs whatever the
-/// span (the mapping is the buffer itself): 4,096 ranges took 4.9 ms as commands, 50 µs mapped.
-const MAP_ABOVE: usize = 16;
+/// Maps queued but not yet waited for: (buffer slot, host address).
+pub(super) struct PendingMaps(Vec<(usize, NonNull<u8>)>);
+
+impl Drop for ClFleet {
+    fn drop(&mut self) {
+        if self.mapped.iter().any(Option::is_some) {
+            let shared = self.shared.clone();
+            let queue = shared.lock_queue();
+            // A drop cannot report errors; the buffers are released either way.
+            let _ = self.unmap_all(&queue);
+            let _ = queue.finish();
+        }
+    }
+}
 
 /// Reads `ranges` of `device` into `out`, one after another: a read command per range, queued
 /// without blocking and waited for together.
@@ -270,87 +396,36 @@ fn write_ranges(
     })
 }
 
-/// The bytes from the first range's start to the last one's end (of the non-empty ranges).
-fn span(ranges: &[Range<u64>]) -> Range<u64> {
-    let mut live = ranges.iter().filter(|r| r.start < r.end);
-    let first = live.next().map_or(0..0, |r| r.clone());
-    live.fold(first, |s, r| s.start.min(r.start)..s.end.max(r.end))
+/// Copies `ranges` of the mapped buffer at `host` into `out`, one after another.
+///
+/// # Safety
+///
+/// `host` maps the whole buffer and every range lies in it.
+unsafe fn copy_out(host: NonNull<u8>, ranges: &[Range<u64>], out: &mut [u8]) {
+    let mut at = 0;
+    for r in ranges {
+        let n = (r.end - r.start) as usize;
+        // SAFETY: the range lies in the mapped buffer (the caller's promise).
+        let src = unsafe { std::slice::from_raw_parts(host.as_ptr().add(r.start as usize), n) };
+        out[at..at + n].copy_from_slice(src);
+        at += n;
+    }
 }
 
-/// Maps `span` of `device` for `flags`, lets `copy` work on the mapping (its first byte is
-/// `span.start`), unmaps it and waits.
-fn with_mapping(
-    queue: &CommandQueue,
-    device: &Buffer<u8>,
-    span: Range<u64>,
-    flags: cl_map_flags,
-    copy: impl FnOnce(*mut u8),
-) -> Result<(), ClError> {
-    enqueue_and_wait(queue, || {
-        let mut host: cl_mem = std::ptr::null_mut();
-        // SAFETY: the span lies in the buffer (its ranges were checked); a blocking map
-        // returns once `host` points at it.
-        let _mapped = unsafe {
-            queue.enqueue_map_buffer(
-                device,
-                CL_BLOCKING,
-                flags,
-                span.start as usize,
-                (span.end - span.start) as usize,
-                &mut host,
-                &[],
-            )
-        }?;
-        copy(host.cast());
-        // SAFETY: `host` is the mapping made above, not used after this.
-        unsafe { queue.enqueue_unmap_mem_object(device.get(), host, &[]) }?;
-        Ok(())
-    })
-}
-
-/// [`read_ranges`] through one mapping of the span the ranges cover.
-fn read_mapped(
-    queue: &CommandQueue,
-    device: &Buffer<u8>,
-    ranges: &[Range<u64>],
-    out: &mut [u8],
-) -> Result<(), ClError> {
-    let span = span(ranges);
-    with_mapping(queue, device, span.clone(), CL_MAP_READ, |host| {
-        let mut at = 0;
-        for r in ranges.iter().filter(|r| r.start < r.end) {
-            let n = (r.end - r.start) as usize;
-            // SAFETY: `r` lies in `span`, which `host` maps, readable, until the unmap.
-            let src =
-                unsafe { std::slice::from_raw_parts(host.add((r.start - span.start) as usize), n) };
-            out[at..at + n].copy_from_slice(src);
-            at += n;
-        }
-    })
-}
-
-/// [`write_ranges`] through one mapping of the span the ranges cover (mapped for writing
-/// without invalidating it: the bytes between the ranges stay as they are).
-fn write_mapped(
-    queue: &CommandQueue,
-    device: &Buffer<u8>,
-    ranges: &[Range<u64>],
-    data: &[u8],
-) -> Result<(), ClError> {
-    let span = span(ranges);
-    with_mapping(queue, device, span.clone(), CL_MAP_WRITE, |host| {
-        let mut at = 0;
-        for r in ranges.iter().filter(|r| r.start < r.end) {
-            let n = (r.end - r.start) as usize;
-            // SAFETY: `r` lies in `span`, which `host` maps, writable, until the unmap; no
-            // other reference to the mapping exists.
-            let dst = unsafe {
-                std::slice::from_raw_parts_mut(host.add((r.start - span.start) as usize), n)
-            };
-            dst.copy_from_slice(&data[at..at + n]);
-            at += n;
-        }
-    })
+/// Copies `data` over `ranges` of the mapped buffer at `host`, one after another.
+///
+/// # Safety
+///
+/// `host` maps the whole buffer, every range lies in it, and nothing else refers to it.
+unsafe fn copy_in(host: NonNull<u8>, ranges: &[Range<u64>], data: &[u8]) {
+    let mut at = 0;
+    for r in ranges {
+        let n = (r.end - r.start) as usize;
+        // SAFETY: the range lies in the mapped buffer, which only this call touches.
+        let dst = unsafe { std::slice::from_raw_parts_mut(host.as_ptr().add(r.start as usize), n) };
+        dst.copy_from_slice(&data[at..at + n]);
+        at += n;
+    }
 }
 
 /// Where `buffer` is in [`ClFleet::buffers`].
@@ -463,27 +538,56 @@ mod tests {
     }
 
     #[test]
-    fn gathers_by_commands_and_by_mapping_agree() {
+    fn commands_and_mappings_see_each_others_bytes() {
         let Some(mut f) = fleet() else { return };
-        let queue = f.shared.clone();
-        let queue = queue.lock_queue();
-        let device = &mut f.buffers[slot(FleetBuffer::Mem)];
-        for n in [1, 3, MAP_ABOVE as u64 + 1, 300] {
+        let shared = f.shared.clone();
+        for n in [1, 3, 300] {
             let ranges = cells(n);
             let data: Vec<u8> = (0..4 * n).map(|i| (i * 7 + n) as u8).collect();
-            write_ranges(&queue, device, &ranges, &data).unwrap();
+            {
+                let queue = shared.lock_queue();
+                f.unmap_all(&queue).unwrap();
+                write_ranges(
+                    &queue,
+                    &mut f.buffers[slot(FleetBuffer::Mem)],
+                    &ranges,
+                    &data,
+                )
+                .unwrap();
+                if n != 3 {
+                    // Mapped ahead, as after a launch (else on the first access below).
+                    let maps = f.map_after_launch(&queue, &[FleetBuffer::Mem]);
+                    queue.finish().unwrap();
+                    f.maps_done(maps);
+                }
+            }
+            // Through the fleet: a mapping on CPU devices, commands elsewhere.
             let mut out = vec![0u8; data.len()];
-            read_mapped(&queue, device, &ranges, &mut out).unwrap();
-            assert_eq!(out, data, "{n} ranges written by commands, read mapped");
+            f.read(FleetBuffer::Mem, &ranges, &mut out).unwrap();
+            assert_eq!(out, data, "{n} ranges written by commands");
             let data: Vec<u8> = data.iter().map(|b| b ^ 0x5a).collect();
-            write_mapped(&queue, device, &ranges, &data).unwrap();
+            f.write(FleetBuffer::Mem, &ranges, &data).unwrap();
+            let queue = shared.lock_queue();
+            f.unmap_all(&queue).unwrap();
             let mut out = vec![0u8; data.len()];
-            read_ranges(&queue, device, &ranges, &mut out).unwrap();
-            assert_eq!(out, data, "{n} ranges written mapped, read by commands");
+            read_ranges(
+                &queue,
+                &f.buffers[slot(FleetBuffer::Mem)],
+                &ranges,
+                &mut out,
+            )
+            .unwrap();
+            assert_eq!(out, data, "{n} ranges written through the fleet");
             // The bytes between the ranges were left alone.
             let mut gaps = vec![0xffu8; 4 * n as usize];
             let between: Vec<Range<u64>> = ranges.iter().map(|r| r.end..r.end + 4).collect();
-            read_ranges(&queue, device, &between, &mut gaps).unwrap();
+            read_ranges(
+                &queue,
+                &f.buffers[slot(FleetBuffer::Mem)],
+                &between,
+                &mut gaps,
+            )
+            .unwrap();
             assert!(gaps.iter().all(|&b| b == 0), "{n} ranges");
         }
     }

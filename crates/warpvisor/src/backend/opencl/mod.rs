@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 use opencl3::command_queue::CommandQueue;
 use opencl3::context::Context;
-use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_GPU};
+use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU};
 use opencl3::kernel::Kernel as ClKernel;
 use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
 
 use super::{downcast, Backend, BackendError, DeviceFleet, Kernel, LaunchTimes, VmmOnly};
-use crate::abi::FleetShape;
+use crate::abi::{FleetBuffer, FleetShape};
 use crate::codegen::KernelOptions;
 use fleet::ClFleet;
 
@@ -112,9 +112,11 @@ pub struct OpenClBackend {
 struct Shared {
     context: Context,
     queue: Mutex<CommandQueue>,
-    /// Whether the device works in host memory (`CL_DEVICE_HOST_UNIFIED_MEMORY`, PoCL): there
-    /// mapping a buffer costs no copy, so gathers of many ranges map instead.
-    host_unified: bool,
+    /// Whether the device is a CPU working in host memory (PoCL): mapping one of its buffers
+    /// copies nothing, so fleets keep the buffers the host touches mapped between launches.
+    /// Other devices that share host memory (integrated GPUs) may copy at a map, so they
+    /// transfer with read and write commands.
+    host_resident: bool,
 }
 
 // SAFETY: the queue is used only under its mutex; contexts are thread-safe in OpenCL.
@@ -156,7 +158,11 @@ impl OpenClBackend {
             shared: Arc::new(Shared {
                 context,
                 queue: Mutex::new(queue),
-                host_unified: chosen.1.host_unified_memory().unwrap_or(false),
+                host_resident: chosen.1.host_unified_memory().unwrap_or(false)
+                    && chosen
+                        .1
+                        .dev_type()
+                        .is_ok_and(|t| t & CL_DEVICE_TYPE_CPU != 0),
             }),
         })
     }
@@ -249,6 +255,9 @@ impl OpenClKernel {
         }
         let queue = self.shared.lock_queue();
         let start = Instant::now();
+        // Buffers the host mapped since the last launch are unmapped first (queued ahead of
+        // the kernel, which the in-order queue starts after them).
+        fleet.unmap_all(&queue)?;
         fleet.set_args(entry, name)?;
         // SAFETY: every parameter is set to a buffer or value of its type (`set_args`), and
         // the buffers live as long as the fleet, which outlives the wait below.
@@ -263,9 +272,12 @@ impl OpenClKernel {
             )
         }
         .map_err(|e| BackendError::Launch(format!("enqueueing {name}: {e}")))?;
+        // The host reads every control block next: map them within this wait.
+        let maps = fleet.map_after_launch(&queue, &[FleetBuffer::Vms]);
         queue
             .finish()
             .map_err(|e| BackendError::Launch(format!("running {name}: {e}")))?;
+        fleet.maps_done(maps);
         // The fleet stays on the device: nothing moves at a launch.
         Ok(LaunchTimes {
             execute: start.elapsed(),
