@@ -1,14 +1,17 @@
 //! What crosses between host and device: a fleet keeps its state on the device, and between
 //! launches the host moves only control blocks and what hypercalls need (issue 13's
 //! acceptance). The counts come from the backend's own storage (`DeviceFleet::traffic`), and
-//! the fleet logic that decides what moves is the same for every backend.
+//! the fleet logic that decides what moves is the same for every backend. The `cuda` case
+//! runs only where a CUDA device is (none has been lent to this project so far).
 
 mod common;
 
 use std::sync::Arc;
 
 use warpvisor::abi::VmControl;
-use warpvisor::codegen::KernelOptions;
+use warpvisor::backend::cuda::CudaBackend;
+use warpvisor::backend::Backend;
+use warpvisor::codegen::{Dialect, KernelOptions};
 use warpvisor::vmm::{
     Fleet, FleetConfig, HostFunctions, HostStop, Imports, Outcome, Program, Value, VmMemory,
 };
@@ -42,12 +45,16 @@ const MODULE: &str = r#"(module
     (i64.add (call $echo (local.get $x) (i64.const 1)) (i64.load (i32.const 8)))))"#;
 
 fn check_traffic(backend: &str) {
+    let b = common::backend(backend);
+    check_traffic_on(backend, common::dialect(backend), b.as_ref());
+}
+
+fn check_traffic_on(backend: &str, dialect: Dialect, b: &dyn Backend) {
     let options = KernelOptions {
-        dialect: common::dialect(backend),
+        dialect,
         ..KernelOptions::default()
     };
-    let b = common::backend(backend);
-    let program = Arc::new(Program::compile(MODULE.as_bytes(), &options, b.as_ref()).unwrap());
+    let program = Arc::new(Program::compile(MODULE.as_bytes(), &options, b).unwrap());
     let config = FleetConfig {
         num_vms: VMS,
         max_memory_pages: 1,
@@ -106,4 +113,18 @@ fn a_hypercall_round_moves_only_control_blocks_and_payloads_on_cpu() {
 #[test]
 fn opencl_a_hypercall_round_moves_only_control_blocks_and_payloads() {
     check_traffic("opencl");
+}
+
+/// On a CUDA device: the resident fleet's own counters (`cuda/fleet.rs`). Where there is no
+/// device this says so and does not run, unless `WARPVISOR_REQUIRE_CUDA` is set (on a machine
+/// lent a GPU, or once the CUDA driver on the CPU of issue 15 exists), where it must run.
+#[test]
+fn cuda_a_hypercall_round_moves_only_control_blocks_and_payloads() {
+    match CudaBackend::new(None) {
+        Ok(b) => check_traffic_on("cuda", Dialect::Cuda, &b),
+        Err(e) if std::env::var_os("WARPVISOR_REQUIRE_CUDA").is_some() => {
+            panic!("WARPVISOR_REQUIRE_CUDA is set but {e}")
+        }
+        Err(e) => eprintln!("NOT RUN: {e}"),
+    }
 }
