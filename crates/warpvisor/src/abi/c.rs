@@ -80,7 +80,7 @@ fn struct_fields(out: &mut String, name: &str, fields: &[CField]) {
         } else {
             format!("{} {};", f.c_type, f.name)
         };
-        let _ = writeln!(out, "  {decl:<34} /* {} */", f.doc);
+        let _ = writeln!(out, "  {decl:<34} /* {} */", f.doc.trim());
     }
     let _ = writeln!(out, "}} {name};");
 }

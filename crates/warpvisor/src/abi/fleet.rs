@@ -82,9 +82,9 @@ shared_struct! {
     /// before the next. The counters tell where continuations cost time (the paper's
     /// "slowcalls", vectorvisor.md Table 3).
     VmControl {
-        /// One of [`super::status`].
+        /// Status code (WV_RUNNING, ...; abi::status).
         status: u32,
-        /// Trap code when trapped ([`super::KERNEL_TRAPS`]).
+        /// Trap code when trapped (WV_TRAP_*; abi::KERNEL_TRAPS).
         trap: u32,
         /// Stack word of the current frame.
         fp: u32,
