@@ -94,9 +94,11 @@ fn estimate_continuations(benchmarks: &mut [BenchmarkResult], micro: &MicroResul
 fn settings_report(s: &Settings, kernels: &[KernelPlatform]) -> SettingsReport {
     let mut interleave = PerPlatform::default();
     let mut partition_ops = PerPlatform::default();
+    let mut calls = PerPlatform::default();
     for k in kernels {
         interleave.set(k.platform, k.kernel.interleave);
         partition_ops.set(k.platform, k.kernel.partition_ops);
+        calls.set(k.platform, k.kernel.calls.name());
     }
     SettingsReport {
         quick: s.quick,
@@ -108,6 +110,7 @@ fn settings_report(s: &Settings, kernels: &[KernelPlatform]) -> SettingsReport {
         opt_level: s.opt_level,
         interleave,
         partition_ops,
+        calls,
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
+use warpvisor::codegen::CallMode;
 use warpvisor_bench::platform::Platform;
 use warpvisor_bench::report::{chart, markdown};
 use warpvisor_bench::settings::Settings;
@@ -62,6 +63,10 @@ struct Args {
     /// Kernel partition size in operators (default: warpvisor's, e.g. 10000 on opencl).
     #[arg(long)]
     partition_ops: Option<u32>,
+    /// How warpvisor-cpu's kernels make calls: `direct` (default) or `continuations` (the
+    /// device backends always use continuations).
+    #[arg(long, value_name = "MODE")]
+    calls: Option<String>,
     /// Skip the memcopy and transfer microbenchmarks.
     #[arg(long)]
     no_micro: bool,
@@ -114,6 +119,11 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
     }
     s.opt_level = a.opt_level;
     s.partition_ops = a.partition_ops;
+    if let Some(name) = &a.calls {
+        s.cpu_calls = CallMode::from_name(name).ok_or_else(|| {
+            anyhow::anyhow!("--calls must be `direct` or `continuations`, not `{name}`")
+        })?;
+    }
     s.micro = !a.no_micro;
     s.micro_vms = a.micro_vms.unwrap_or(s.vms);
     anyhow::ensure!(s.micro_vms > 0, "--micro-vms must be at least 1");

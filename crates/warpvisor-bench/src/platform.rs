@@ -9,7 +9,7 @@ use warpvisor::backend::cuda::CudaBackend;
 use warpvisor::backend::opencl::OpenClBackend;
 use warpvisor::backend::select::{self, BackendKind};
 use warpvisor::backend::Backend;
-use warpvisor::codegen::{Dialect, KernelOptions};
+use warpvisor::codegen::{CallMode, Dialect, KernelOptions};
 
 use crate::settings::Settings;
 
@@ -236,6 +236,11 @@ fn kernel_options(kind: BackendKind, gpu: bool, settings: &Settings) -> KernelOp
         partition_ops: settings
             .partition_ops
             .unwrap_or(dialect.default_partition_ops()),
+        calls: if dialect == Dialect::C {
+            settings.cpu_calls
+        } else {
+            CallMode::Continuations
+        },
         ..KernelOptions::default()
     }
 }

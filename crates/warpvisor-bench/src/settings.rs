@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use warpvisor::codegen::CallMode;
+
 use crate::platform::Platform;
 
 /// Settings of one run of the suite.
@@ -31,6 +33,8 @@ pub struct Settings {
     pub opt_level: u8,
     /// Kernel partition size in operators (default: `Dialect::default_partition_ops`).
     pub partition_ops: Option<u32>,
+    /// How `warpvisor-cpu`'s kernels make calls (device backends use continuations).
+    pub cpu_calls: CallMode,
     /// Run the microbenchmarks.
     pub micro: bool,
     /// VMs of the microbenchmarks' fleets.
@@ -54,6 +58,7 @@ impl Settings {
             interleave: None,
             opt_level: 2,
             partition_ops: None,
+            cpu_calls: CallMode::Direct,
             micro: true,
             micro_vms: 64,
             guests: None,

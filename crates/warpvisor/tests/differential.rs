@@ -5,6 +5,7 @@
 //!
 //! `WARPVISOR_DIFF_SEEDS=0..10000 cargo test --test differential -- on_cpu` reruns the full
 //! acceptance range on `cpu`; `WARPVISOR_DIFF_SEEDS_OPENCL` sets the `opencl` range. The
+//! `WARPVISOR_DIFF_SEEDS_DIRECT` sets the range run on `cpu` with direct calls. The
 //! defaults are small samples for CI. Seed `s` runs with interleave `[0, 4, 8][s % 3]`, and odd
 //! seeds with the kernel split into small partitions.
 
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use arbitrary::Unstructured;
 use wasmtime::{Engine, Instance, Store, Val};
 
-use warpvisor::codegen::KernelOptions;
+use warpvisor::codegen::{CallMode, KernelOptions};
 use warpvisor::frontend::ExportKind;
 use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, TrapKind, Value, VmmError};
 
@@ -177,7 +178,13 @@ fn trap_name(e: &wasmtime::Error) -> String {
 }
 
 /// Runs one module on both engines; returns a description of the first disagreement.
-fn compare(seed: u64, wasm: &[u8], engine: &Engine, backend: &str) -> Result<(), String> {
+fn compare(
+    seed: u64,
+    wasm: &[u8],
+    engine: &Engine,
+    backend: &str,
+    calls: CallMode,
+) -> Result<(), String> {
     // wasmtime
     let module =
         wasmtime::Module::new(engine, wasm).map_err(|e| format!("wasmtime rejects: {e:#}"))?;
@@ -190,6 +197,7 @@ fn compare(seed: u64, wasm: &[u8], engine: &Engine, backend: &str) -> Result<(),
         dialect: common::dialect(backend),
         interleave: [0, 4, 8][(seed % 3) as usize],
         partition_ops: if seed % 2 == 1 { 40 } else { 0 },
+        calls,
         ..KernelOptions::default()
     };
     let program = Program::compile(wasm, &options, common::backend(backend).as_ref())
@@ -301,7 +309,7 @@ fn compare(seed: u64, wasm: &[u8], engine: &Engine, backend: &str) -> Result<(),
 /// wasmtime. Open defect, see docs/opencl.md ("Known issues"); they are reported, not compared.
 const POCL_MISCOMPILED: &[u64] = &[1001];
 
-fn run_range(backend: &str, range: std::ops::Range<u64>) {
+fn run_range(backend: &str, calls: CallMode, range: std::ops::Range<u64>) {
     let mut config = wasmtime::Config::new();
     config.wasm_simd(false).wasm_relaxed_simd(false);
     let engine = Engine::new(&config).expect("wasmtime engine");
@@ -316,16 +324,17 @@ fn run_range(backend: &str, range: std::ops::Range<u64>) {
             continue;
         }
         compared += 1;
-        if let Err(e) = compare(seed, &wasm, &engine, backend) {
+        if let Err(e) = compare(seed, &wasm, &engine, backend, calls) {
             let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("diff-failures");
             let _ = std::fs::create_dir_all(&dir);
             let _ = std::fs::write(dir.join(format!("{seed}.wasm")), &wasm);
-            eprintln!("{backend} seed {seed}: {e}");
+            eprintln!("{backend} ({}) seed {seed}: {e}", calls.name());
             failures.push(seed);
         }
     }
     eprintln!(
-        "{backend}: {compared} modules compared over seeds {range:?}, {} disagreements",
+        "{backend} ({}): {compared} modules compared over seeds {range:?}, {} disagreements",
+        calls.name(),
         failures.len()
     );
     assert!(failures.is_empty(), "disagreements at seeds {failures:?}");
@@ -337,10 +346,27 @@ fn run_range(backend: &str, range: std::ops::Range<u64>) {
 
 #[test]
 fn random_modules_agree_with_wasmtime_on_cpu() {
-    run_range("cpu", seeds("WARPVISOR_DIFF_SEEDS", "0..150"));
+    run_range(
+        "cpu",
+        CallMode::Continuations,
+        seeds("WARPVISOR_DIFF_SEEDS", "0..150"),
+    );
+}
+
+#[test]
+fn random_modules_agree_with_wasmtime_on_cpu_with_direct_calls() {
+    run_range(
+        "cpu",
+        CallMode::Direct,
+        seeds("WARPVISOR_DIFF_SEEDS_DIRECT", "0..150"),
+    );
 }
 
 #[test]
 fn random_modules_agree_with_wasmtime_on_opencl() {
-    run_range("opencl", seeds("WARPVISOR_DIFF_SEEDS_OPENCL", "1000..1030"));
+    run_range(
+        "opencl",
+        CallMode::Continuations,
+        seeds("WARPVISOR_DIFF_SEEDS_OPENCL", "1000..1030"),
+    );
 }

@@ -1,16 +1,21 @@
 //! Conformance: every non-SIMD script of the WebAssembly 2.0 spec suite, run through warpvisor's
-//! own `wast` runner: on `cpu` (interleave 0; interleave 8 with the kernel split into small
-//! partitions) and on `opencl` (interleave 4).
+//! own `wast` runner: on `cpu` (interleave 0, with continuations and with direct calls;
+//! interleave 8 with the kernel split into small partitions) and on `opencl` (interleave 4).
 
 mod common;
 
 use std::sync::Mutex;
 
-use warpvisor::codegen::KernelOptions;
+use warpvisor::codegen::{CallMode, KernelOptions};
 use warpvisor::vmm::FleetConfig;
 use warpvisor::wast::{run_script, ScriptReport, WastConfig};
 
-fn run_suite(backend: &str, interleave: u32, partition_ops: u32) -> Vec<ScriptReport> {
+fn run_suite(
+    backend: &str,
+    interleave: u32,
+    partition_ops: u32,
+    calls: CallMode,
+) -> Vec<ScriptReport> {
     let dir = common::testsuite().join("wasm-spec");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("spec suite missing at {}: {e}", dir.display()))
@@ -33,6 +38,7 @@ fn run_suite(backend: &str, interleave: u32, partition_ops: u32) -> Vec<ScriptRe
             dialect: common::dialect(backend),
             interleave,
             partition_ops,
+            calls,
             ..KernelOptions::default()
         },
         fleet: FleetConfig {
@@ -58,8 +64,8 @@ fn run_suite(backend: &str, interleave: u32, partition_ops: u32) -> Vec<ScriptRe
     reports.into_inner().unwrap()
 }
 
-fn check(backend: &str, interleave: u32, partition_ops: u32) {
-    let reports = run_suite(backend, interleave, partition_ops);
+fn check(backend: &str, interleave: u32, partition_ops: u32, calls: CallMode) {
+    let reports = run_suite(backend, interleave, partition_ops, calls);
     let passed: usize = reports.iter().map(|r| r.passed).sum();
     let failed: usize = reports.iter().map(|r| r.failures.len()).sum();
     let skipped: usize = reports.iter().map(|r| r.skips.len()).sum();
@@ -72,7 +78,8 @@ fn check(backend: &str, interleave: u32, partition_ops: u32) {
         }
     }
     eprintln!(
-        "{backend}, interleave {interleave}: {passed} passed, {failed} failed, {skipped} skipped"
+        "{backend}, interleave {interleave}, {}: {passed} passed, {failed} failed, {skipped} skipped",
+        calls.name()
     );
     let ran = passed + failed;
     assert!(passed > 25_000, "too few assertions ran: {passed}");
@@ -93,16 +100,21 @@ fn check(backend: &str, interleave: u32, partition_ops: u32) {
 
 #[test]
 fn spec_suite_on_cpu_contiguous() {
-    check("cpu", 0, 0);
+    check("cpu", 0, 0, CallMode::Continuations);
+}
+
+#[test]
+fn spec_suite_on_cpu_with_direct_calls() {
+    check("cpu", 0, 0, CallMode::Direct);
 }
 
 #[test]
 fn spec_suite_on_opencl_interleave_4() {
-    check("opencl", 4, 0);
+    check("opencl", 4, 0, CallMode::Continuations);
 }
 
 #[test]
 fn spec_suite_on_cpu_interleave_8_in_small_partitions() {
     // Kernels of at most 30 operators: calls cross partitions all the time.
-    check("cpu", 8, 30);
+    check("cpu", 8, 30, CallMode::Continuations);
 }

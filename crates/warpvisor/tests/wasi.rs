@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use warpvisor::backend::wasmtime::{WasmtimeBackend, WasmtimeConfig};
-use warpvisor::codegen::KernelOptions;
+use warpvisor::codegen::{CallMode, KernelOptions};
 use warpvisor::runner::Executor;
 use warpvisor::vmm::{FleetConfig, Program, VmmError};
 use warpvisor::wasi::program::{run_jobs, WasiRunConfig};
@@ -36,12 +36,14 @@ fn jobs() -> Vec<WasiJob> {
 
 fn run(
     backend: &str,
+    calls: CallMode,
     wasm: &[u8],
     jobs: &[WasiJob],
     num_vms: u32,
     opt_level: u8,
 ) -> Vec<warpvisor::wasi::program::JobResult> {
     let kernel = KernelOptions {
+        calls,
         dialect: common::dialect(backend),
         interleave: if backend == "opencl" { 4 } else { 0 },
         opt_level,
@@ -64,12 +66,26 @@ fn run(
     run_jobs(program, &config, jobs).unwrap()
 }
 
+/// Runs `jobs` on `backend` — on `cpu` with continuations and with direct calls — and
+/// compares every result with wasmtime's.
 fn check_against_wasmtime(backend: &str, wasm: &[u8], jobs: &[WasiJob], opt_level: u8) {
-    let ours = run(backend, wasm, jobs, 32, opt_level);
     let theirs = oracle::run(wasm, "prog.wasm", jobs);
-    assert_eq!(ours.len(), theirs.len());
-    for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
-        assert_eq!(o, t, "{backend}: job {i} differs from wasmtime");
+    let modes: &[CallMode] = if backend == "cpu" {
+        &[CallMode::Continuations, CallMode::Direct]
+    } else {
+        &[CallMode::Continuations]
+    };
+    for &calls in modes {
+        let ours = run(backend, calls, wasm, jobs, 32, opt_level);
+        assert_eq!(ours.len(), theirs.len());
+        for (i, (o, t)) in ours.iter().zip(&theirs).enumerate() {
+            assert_eq!(
+                o,
+                t,
+                "{backend} ({}): job {i} differs from wasmtime",
+                calls.name()
+            );
+        }
     }
 }
 
@@ -256,6 +272,22 @@ fn wasi_test_suite_on_cpu() {
     };
     let reports = run_suite(&dir, &executor, &scratch);
     check_suite("cpu", &reports, 72, 100);
+}
+
+#[test]
+fn wasi_test_suite_on_cpu_with_direct_calls() {
+    let dir = common::testsuite().join("wasi/tests");
+    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasi-suite-scratch-direct");
+    let executor = Executor::Fleet {
+        backend: common::cpu(),
+        kernel: KernelOptions {
+            opt_level: 0,
+            calls: CallMode::Direct,
+            ..KernelOptions::default()
+        },
+    };
+    let reports = run_suite(&dir, &executor, &scratch);
+    check_suite("cpu (direct calls)", &reports, 72, 100);
 }
 
 #[test]

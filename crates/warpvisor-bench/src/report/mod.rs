@@ -72,6 +72,8 @@ pub struct SettingsReport {
     pub interleave: PerPlatform<u32>,
     /// Kernel partition size of each warpvisor backend that ran (0: one kernel).
     pub partition_ops: PerPlatform<u32>,
+    /// How each warpvisor backend's kernels make calls (`direct`, `continuations`).
+    pub calls: PerPlatform<&'static str>,
 }
 
 /// One benchmark on every platform.

@@ -7,7 +7,8 @@ use std::fmt::Write;
 
 use super::codes::{KERNEL_TRAPS, STATUS_CODES};
 use super::fleet::{
-    CField, FleetAbi, ImageLayout, PerVmArray, VmControl, FRAME_HEADER, NO_FRAME, NULL_REF,
+    CField, FleetAbi, HostLaunch, ImageLayout, PerVmArray, VmControl, FRAME_HEADER, NO_FRAME,
+    NULL_REF,
 };
 use crate::codegen::Dialect;
 
@@ -43,12 +44,15 @@ pub fn declarations() -> String {
         std::mem::size_of::<VmControl>(),
     );
     out.push_str("#if WV_HOST\n");
-    out.push_str("/* On the host the fleet is passed as this struct (abi::FleetAbi). */\n");
+    out.push_str(
+        "/* On the host the fleet is passed as this struct (abi::HostLaunch): the fleet's fields \
+         (abi::FleetAbi), then the host's services (abi::HostServices). */\n",
+    );
     struct_decl(
         &mut out,
         "wv_fleet",
-        FleetAbi::FIELDS,
-        std::mem::size_of::<FleetAbi>(),
+        &HostLaunch::fields(),
+        std::mem::size_of::<HostLaunch>(),
     );
     out.push_str("#else\n");
     out.push_str("/* On a device the entry assembles it from its parameters (same fields). */\n");

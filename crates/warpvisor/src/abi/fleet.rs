@@ -231,6 +231,46 @@ fleet_abi! {
 unsafe impl Send for FleetAbi {}
 unsafe impl Sync for FleetAbi {}
 
+shared_struct! {
+    /// What the `cpu` kernel receives after the fleet's fields (the tail of `wv_fleet` on the
+    /// host): the host's import service and the native stack budget of direct calls
+    /// (`CallMode::Direct`). Device kernels have neither.
+    HostServices {
+        /// Address of the host's import service (`wv_host`); 0 when there is none.
+        host: u64,
+        /// Lowest native stack address a VM's frame may use (direct calls), set per worker.
+        stack_floor: u64,
+    }
+}
+
+/// The `cpu` kernel's launch argument: `wv_fleet` as the host dialect declares it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct HostLaunch {
+    /// The fleet's buffers and scalars, as every dialect sees them.
+    pub fleet: FleetAbi,
+    /// What only the host dialect has.
+    pub services: HostServices,
+}
+
+const _: () = assert!(
+    offset_of!(HostLaunch, services) == size_of::<FleetAbi>()
+        && size_of::<HostLaunch>() == size_of::<FleetAbi>() + size_of::<HostServices>(),
+    "HostLaunch must be FleetAbi's fields followed by HostServices' without padding"
+);
+
+impl HostLaunch {
+    /// Every field of the host dialect's `wv_fleet`, offsets from the start of the struct.
+    pub fn fields() -> Vec<CField> {
+        let base = size_of::<FleetAbi>();
+        let tail = HostServices::FIELDS.iter().map(|f| CField {
+            offset: base + f.offset,
+            ..*f
+        });
+        FleetAbi::FIELDS.iter().copied().chain(tail).collect()
+    }
+}
+
 /// A scalar entry parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScalarArg {

@@ -64,6 +64,9 @@ pub struct CallGraph {
     pub targets_by_sig: Vec<Vec<u32>>,
     /// Whether each function can yield.
     pub yields: Vec<bool>,
+    /// Whether each function lies on a call cycle (directly, mutually, or through a table):
+    /// the functions whose depth is unbounded, so direct calls check the stack on entry.
+    pub recursive: Vec<bool>,
 }
 
 impl CallGraph {
@@ -131,11 +134,15 @@ impl CallGraph {
         for y in yields.iter_mut().take(module.imported_funcs) {
             *y = true;
         }
+        let mut recursive = vec![false; n];
         for scc in strongly_connected(&edges) {
             let cyclic = scc.len() > 1 || edges[scc[0] as usize].contains(&scc[0]);
             if cyclic {
                 for f in scc {
                     yields[f as usize] = true;
+                    if let Some(r) = recursive.get_mut(f as usize) {
+                        *r = true;
+                    }
                 }
             }
         }
@@ -164,7 +171,15 @@ impl CallGraph {
             referenceable,
             targets_by_sig,
             yields,
+            recursive,
         }
+    }
+
+    /// The graph for direct calls: nothing yields (imports are served while the kernel
+    /// waits, recursion is native), so every function is a plain C function.
+    pub fn with_direct_calls(mut self) -> Self {
+        self.yields.fill(false);
+        self
     }
 
     /// Possible targets of a `call_indirect` with canonical signature `sig`.

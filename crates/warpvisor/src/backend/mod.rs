@@ -106,6 +106,15 @@ pub(crate) fn best_rate(
     Ok(bytes as f64 / best.as_secs_f64().max(1e-9))
 }
 
+/// Imports served while a kernel runs: with direct calls (`CallMode::Direct`) the kernel
+/// calls [`ImportService::serve`] from the worker running the VM and waits for it.
+pub trait ImportService: Sync {
+    /// Runs import `import` for the VM whose memory `memory` is; `words` holds the arguments
+    /// (one word each, as in the result words) and receives the results. `false` when the VM
+    /// must stop (a trap or an exit, which the service records).
+    fn serve(&self, memory: &mut crate::vmm::VmMemory<'_>, import: u32, words: &mut [u64]) -> bool;
+}
+
 /// A loaded kernel (one partition of a program), ready to run fleets. Every partition of a
 /// program on one backend can launch every fleet that any of them created.
 pub trait Kernel: Send + Sync {
@@ -120,8 +129,13 @@ pub trait Kernel: Send + Sync {
     ) -> Result<Box<dyn DeviceFleet>, BackendError>;
 
     /// Runs every VM that is ready (`ENTER`, `RESUME` or `RUNNING`) until each has finished,
-    /// trapped or stopped for a hypercall or another partition.
-    fn launch(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError>;
+    /// trapped or stopped for a hypercall or another partition. A kernel with direct calls
+    /// has `imports` serve its imports during the launch; others stop VMs at imports.
+    fn launch(
+        &self,
+        fleet: &mut dyn DeviceFleet,
+        imports: &dyn ImportService,
+    ) -> Result<LaunchTimes, BackendError>;
 
     /// Puts every VM back to the instantiation image in the fleet's image buffer (the reset
     /// entry, on the device).

@@ -20,7 +20,7 @@ use warpvisor::backend::opencl::OpenClBackend;
 use warpvisor::backend::select::{self, BackendKind};
 use warpvisor::backend::wasmtime::{WasmtimeBackend, WasmtimeConfig};
 use warpvisor::backend::Backend;
-use warpvisor::codegen::{Dialect, KernelOptions};
+use warpvisor::codegen::{CallMode, Dialect, KernelOptions};
 use warpvisor::runner::Executor;
 use warpvisor::vmm::FleetConfig;
 
@@ -125,6 +125,11 @@ pub struct FleetArgs {
     /// Default: no limit.
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
+    /// How kernels make calls that may leave the device: `direct` (imports served while the
+    /// kernel waits, native recursion within --stack-words × 8 bytes of stack; cpu only) or
+    /// `continuations` (every device). Default: direct on cpu, continuations elsewhere.
+    #[arg(long, value_name = "MODE", value_parser = parse_calls)]
+    pub calls: Option<CallMode>,
     /// Worker threads of the cpu and wasmtime backends, 1 to 1024 (default: one per core).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_WORKERS))]
     pub workers: Option<usize>,
@@ -151,6 +156,11 @@ impl FleetArgs {
             max_table_elements: self.max_table_elements,
             opt_level: self.opt_level,
             meter_fuel: self.fuel.is_some(),
+            calls: self.calls.unwrap_or(if dialect == Dialect::C {
+                CallMode::Direct
+            } else {
+                CallMode::Continuations
+            }),
             partition_ops: self
                 .partition_ops
                 .unwrap_or(dialect.default_partition_ops()),
@@ -207,6 +217,11 @@ impl FleetArgs {
         };
         Ok((executor, why))
     }
+}
+
+fn parse_calls(s: &str) -> Result<CallMode, String> {
+    CallMode::from_name(s)
+        .ok_or_else(|| format!("`{s}` is not a call mode: use `direct` or `continuations`"))
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {

@@ -9,8 +9,8 @@ use std::fmt::Write;
 use super::function::{fastcall_signature, sanitize_comment, FunctionEmitter};
 use super::partition::{self, fastcall_closure};
 use super::{
-    c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CodegenError, KernelLayout,
-    KernelOptions, KernelSource, ModuleContext, PRELUDE,
+    c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CallMode, CodegenError, Dialect,
+    KernelLayout, KernelOptions, KernelSource, ModuleContext, PRELUDE,
 };
 use crate::abi;
 use crate::analysis::{CallGraph, Signatures};
@@ -36,8 +36,19 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
             options.interleave
         )));
     }
+    let direct = options.calls == CallMode::Direct;
+    if direct && options.dialect != Dialect::C {
+        return Err(CodegenError::Limit(format!(
+            "direct calls need a kernel in host C (the cpu backend); {} kernels make calls \
+             through continuations (--calls continuations)",
+            options.dialect.name()
+        )));
+    }
     let sigs = Signatures::new(module);
-    let graph = CallGraph::new(module, &sigs);
+    let mut graph = CallGraph::new(module, &sigs);
+    if direct {
+        graph = graph.with_direct_calls();
+    }
     let ctx = ModuleContext {
         module,
         sigs: &sigs,
@@ -114,6 +125,11 @@ fn emit_partition(
         "#define WV_METER_FUEL {}",
         u8::from(options.meter_fuel)
     );
+    let _ = writeln!(
+        out,
+        "#define WV_DIRECT_CALLS {}",
+        u8::from(options.calls == CallMode::Direct)
+    );
     let _ = writeln!(out, "#define WV_NUM_FUNCS {n}u");
     let _ = writeln!(
         out,
@@ -181,7 +197,11 @@ fn emit_partition(
     }
     for (i, &f) in bodies.iter().enumerate() {
         out.push('\n');
-        out.push_str(&FunctionEmitter::new(ctx, f).emit()?);
+        if (f as usize) < module.imported_funcs {
+            out.push_str(&direct_import(ctx, f));
+        } else {
+            out.push_str(&FunctionEmitter::new(ctx, f).emit()?);
+        }
         check_kernel_size(&out, || {
             format!("{} of its {} functions", i + 1, bodies.len())
         })?;
@@ -320,6 +340,39 @@ fn indirect_dispatch(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
     }
     out.push_str("  }\n  wv_trap(f, vm, WV_TRAP_BAD_SIGNATURE);\n");
     out.push_str(&dead_return(ty.results()));
+    out.push_str("}\n");
+    out
+}
+
+/// Import `import` as a plain C function, for direct calls: it hands the arguments to the
+/// host in a word array, waits while the host runs the import, and returns its results (the
+/// caller's `WV_AFTER_CALL` stops the VM if the host stopped it).
+fn direct_import(ctx: &ModuleContext<'_, '_>, import: u32) -> String {
+    let ty = ctx.module.func_type(import);
+    let mut out = format!(
+        "/* import {import} \"{}\" {}: the host serves it while this VM waits */\n{} {{\n",
+        sanitize_comment(&ctx.module.func_display_name(import)),
+        signature_text(ty),
+        fastcall_signature(ctx, import)
+    );
+    out.push_str("  uint64_t w_[WV_RET_WORDS] = {0};\n");
+    for (i, t) in ty.params().iter().enumerate() {
+        let _ = writeln!(out, "  w_[{i}] = wv_enc_{}(l{i});", slot_suffix(*t));
+    }
+    let _ = writeln!(out, "  wv_call_host(f, vm, {import}u, w_);");
+    match ty.results() {
+        [] => {}
+        [t] => {
+            let _ = writeln!(out, "  return wv_dec_{}(w_[0]);", slot_suffix(*t));
+        }
+        results => {
+            let _ = write!(out, "  {{ {} r_;", tuple_name(results));
+            for (k, t) in results.iter().enumerate() {
+                let _ = write!(out, " r_.v{k} = wv_dec_{}(w_[{k}]);", slot_suffix(*t));
+            }
+            out.push_str(" return r_; }\n");
+        }
+    }
     out.push_str("}\n");
     out
 }

@@ -64,6 +64,45 @@ pub struct KernelOptions {
     /// Meter fuel: every function entry and loop header costs one tick, and a VM out of fuel
     /// traps with `out_of_fuel` (see `FleetConfig::fuel`).
     pub meter_fuel: bool,
+    /// How calls that may not finish on the device are made.
+    pub calls: CallMode,
+}
+
+/// How a kernel makes calls that the device may not be able to finish without the host:
+/// calls that reach an import, and recursion.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum CallMode {
+    /// Every function that can reach an import or recurse is a continuation: its frames live
+    /// in the VM's call stack, and an import stops the VM until the host has served it. Works
+    /// on every device.
+    #[default]
+    Continuations,
+    /// Every function is a plain C function: the kernel calls the host for an import and
+    /// waits, and recursion uses the worker's native stack (a frame below its floor traps with
+    /// `stack_overflow`). Host C only (the `cpu` backend).
+    Direct,
+}
+
+impl CallMode {
+    /// The flag value: `continuations` or `direct`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CallMode::Continuations => "continuations",
+            CallMode::Direct => "direct",
+        }
+    }
+
+    /// The mode named `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "continuations" => Some(CallMode::Continuations),
+            "direct" => Some(CallMode::Direct),
+            _ => None,
+        }
+    }
 }
 
 impl Default for KernelOptions {
@@ -75,6 +114,7 @@ impl Default for KernelOptions {
             opt_level: 2,
             partition_ops: 0,
             meter_fuel: false,
+            calls: CallMode::Continuations,
         }
     }
 }

@@ -263,6 +263,33 @@ WV_FN void wv_admit(const wv_fleet *f, uint32_t vm) {
   }
 }
 
+/* ---- direct calls (cpu, --calls direct) ------------------------------------------------ */
+#if WV_DIRECT_CALLS
+/* The host's import service (backend::cpu::HostCalls): runs import `import` for VM `vm`,
+ * whose arguments are in `words`, where the results go; nonzero when the VM must stop (a trap
+ * or an exit the host recorded). */
+typedef uint32_t (*wv_host_fn)(const void *ctx, uint32_t vm, uint32_t import, uint64_t *words,
+                               uint32_t nwords);
+typedef struct { wv_host_fn call; const void *ctx; } wv_host;
+
+/* Calls the host for an import and waits: this worker runs the import, then the VM goes on
+ * (or stops, and its callers unwind). */
+WV_FN void wv_call_host(wv_fleet *f, uint32_t vm, uint32_t import, uint64_t *words) {
+  WV_GLOBAL wv_vm *v = &f->vms[vm];
+  const wv_host *h = (const wv_host *)(uintptr_t)f->host;
+  v->slow_calls++;
+  v->hypercall = import;
+  if (h == 0 || h->call(h->ctx, vm, import, words, WV_RET_WORDS) != 0) {
+    v->status = WV_TRAPPED;
+    v->trap = 0; /* the host recorded why */
+  }
+}
+
+/* Recursion runs on the worker's native stack: a frame below the floor wv_launch set traps. */
+#define WV_STACK_CHECK() do { if ((uint64_t)(uintptr_t)__builtin_frame_address(0) < f->stack_floor) \
+  WV_TRAP(WV_TRAP_STACK_OVERFLOW); } while (0)
+#endif
+
 /* Puts VM `vm` back to the instantiation image (abi::ImageLayout): memory cleared as far as
  * earlier runs may have written it, globals, tables and segment flags as instantiation leaves
  * them, active segments copied. Runs on the device: nothing per VM crosses to the host. */

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::host::{HostStop, Imports};
+use super::hypercalls::DirectImports;
 use super::instance::{element_blob, initial_globals};
 use super::storage::FleetStorage;
 use super::{FleetStats, Outcome, Program, TrapKind, Value, VmmError};
@@ -348,7 +349,15 @@ impl Fleet {
                 Some(p) => {
                     self.storage.push_controls()?;
                     let kernel = self.program.kernels[p].clone();
-                    let times = kernel.launch(self.storage.device())?;
+                    let program = self.program.clone();
+                    let imports = DirectImports::new(
+                        &program.module,
+                        &mut *self.imports.host,
+                        &mut self.host_stops,
+                        deadline,
+                    );
+                    let times = kernel.launch(self.storage.device(), &imports)?;
+                    self.stats.hypercalls += imports.served.into_inner();
                     self.stats.launches += 1;
                     self.stats.execute += times.execute;
                     self.stats.transfer += times.transfer;

@@ -17,8 +17,9 @@ pub enum HostStop {
     Wait(Instant),
 }
 
-/// Services calls to imported functions (hypercalls).
-pub trait HostFunctions {
+/// Services calls to imported functions (hypercalls). With direct calls the kernel's worker
+/// threads make the calls, one at a time: hence `Send`.
+pub trait HostFunctions: Send {
     /// Runs import `import` (function index) with `args` for the VM whose memory `memory` is
     /// (`memory.vm()` is its index): the one VM a host function can see. A panic here traps
     /// that VM (`host_error`); the others carry on.

@@ -39,6 +39,14 @@ enum Backing<'a> {
     },
     /// Plain host bytes (tests, embedders exercising host functions).
     Bytes(&'a mut [u8]),
+    /// The memory buffer of a fleet whose kernel is running on the host (direct calls): other
+    /// workers are running other VMs in the same buffer, so only this VM's cells are touched,
+    /// and never through a slice of the whole buffer.
+    Running {
+        mem: *mut u8,
+        layout: InterleavedLayout,
+        _buffer: std::marker::PhantomData<&'a mut u8>,
+    },
 }
 
 /// The memory of the VM whose hypercall is being served.
@@ -78,6 +86,30 @@ impl<'a> VmMemory<'a> {
         }
     }
 
+    /// VM `vm`'s `size` bytes of memory in the memory buffer at `mem`, laid out by `layout`,
+    /// while the kernel runs the other VMs (a direct call from the VM's worker).
+    ///
+    /// # Safety
+    /// `mem` must be the fleet's memory buffer, holding `layout.mem_stride()` bytes for each of
+    /// its VMs, valid for `'a`, and nothing else may touch VM `vm`'s cells for `'a` (its worker
+    /// is waiting in this call).
+    pub(crate) unsafe fn in_running_fleet(
+        mem: *mut u8,
+        layout: InterleavedLayout,
+        vm: u32,
+        size: u64,
+    ) -> Self {
+        VmMemory {
+            backing: Backing::Running {
+                mem,
+                layout,
+                _buffer: std::marker::PhantomData,
+            },
+            vm,
+            size: size.min(layout.mem_stride()),
+        }
+    }
+
     /// A view of plain host bytes as VM 0's memory: for exercising host functions without a
     /// fleet.
     pub fn from_bytes(bytes: &'a mut [u8]) -> Self {
@@ -97,6 +129,11 @@ impl<'a> VmMemory<'a> {
                 layout: *layout,
             },
             Backing::Bytes(b) => Backing::Bytes(b),
+            Backing::Running { mem, layout, .. } => Backing::Running {
+                mem: *mem,
+                layout: *layout,
+                _buffer: std::marker::PhantomData,
+            },
         };
         VmMemory {
             backing,
@@ -143,6 +180,23 @@ impl<'a> VmMemory<'a> {
                     .read(FleetBuffer::Mem, &ranges, out)
                     .map_err(|e| MemoryError::Device(e.to_string()))
             }
+            Backing::Running { mem, layout, .. } => {
+                let mut at = 0usize;
+                for r in layout.memory_ranges(self.vm, offset, out.len() as u64) {
+                    let n = (r.end - r.start) as usize;
+                    // SAFETY: the range is one of this VM's cells inside the buffer
+                    // (`in_running_fleet`'s contract, and the bounds check above).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            mem.add(r.start as usize),
+                            out[at..at + n].as_mut_ptr(),
+                            n,
+                        )
+                    };
+                    at += n;
+                }
+                Ok(())
+            }
         }
     }
 
@@ -169,6 +223,22 @@ impl<'a> VmMemory<'a> {
                 storage
                     .write(FleetBuffer::Mem, &ranges, bytes)
                     .map_err(|e| MemoryError::Device(e.to_string()))
+            }
+            Backing::Running { mem, layout, .. } => {
+                let mut at = 0usize;
+                for r in layout.memory_ranges(self.vm, offset, bytes.len() as u64) {
+                    let n = (r.end - r.start) as usize;
+                    // SAFETY: as in `read_into`.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            bytes[at..at + n].as_ptr(),
+                            mem.add(r.start as usize),
+                            n,
+                        )
+                    };
+                    at += n;
+                }
+                Ok(())
             }
         }
     }

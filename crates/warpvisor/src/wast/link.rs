@@ -1,8 +1,7 @@
 //! Linking for spec scripts: the `spectest` host module, registered instances, and the
 //! import-type checks behind `assert_unlinkable`.
 
-use std::cell::RefCell;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use wasmparser::{FuncType, RefType, ValType};
 
@@ -10,7 +9,7 @@ use crate::frontend::{ExportKind, Module};
 use crate::vmm::{Fleet, HostFunctions, HostStop, Imports, Outcome, TrapKind, Value, VmMemory};
 
 /// An instance a script created, shared with the modules that import from it.
-pub type InstanceRef = Rc<RefCell<Fleet>>;
+pub type InstanceRef = Arc<Mutex<Fleet>>;
 
 /// Why a module cannot be linked or run here.
 #[derive(Debug)]
@@ -61,7 +60,7 @@ impl ScriptHost {
             Some(Bound::Print) => Ok(Vec::new()),
             Some(Bound::Export(instance, func)) => {
                 // A call back into an instance that is itself running is not supported.
-                let mut fleet = instance.try_borrow_mut().map_err(|_| TrapKind::HostError)?;
+                let mut fleet = instance.try_lock().map_err(|_| TrapKind::HostError)?;
                 let outcome = fleet
                     .invoke_function(*func, &[args.to_vec()])
                     .map_err(|_| TrapKind::HostError)?;
@@ -180,7 +179,7 @@ pub fn resolve(
             }
             (Provider::Instance(inst), kind) => {
                 let mut fleet = inst
-                    .try_borrow_mut()
+                    .try_lock()
                     .map_err(|_| LinkError::Unsupported("instance busy".into()))?;
                 let program = fleet.program().clone();
                 let exporter = &program.module;

@@ -3,10 +3,8 @@
 
 mod link;
 
-use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use wast::core::{NanPattern, WastArgCore, WastRetCore};
 use wast::parser::{self, ParseBuffer};
@@ -187,7 +185,7 @@ impl<'c> Script<'c> {
                 Err(e) => return Ok(Err(e)),
             };
         Ok(Fleet::new(program, self.config.fleet, imports)
-            .map(|f| Slot::Ready(Rc::new(RefCell::new(f)))))
+            .map(|f| Slot::Ready(Arc::new(Mutex::new(f)))))
     }
 
     fn slot(&self, id: Option<wast::token::Id<'_>>) -> Option<Slot> {
@@ -212,7 +210,7 @@ impl<'c> Script<'c> {
             .collect::<Result<_, _>>()
             .map_err(Check::Skip)?;
         let mut fleet = inst
-            .try_borrow_mut()
+            .try_lock()
             .map_err(|_| Check::Fail("instance busy".into()))?;
         let outcome = fleet
             .invoke(inv.name, &[args])
@@ -233,7 +231,7 @@ impl<'c> Script<'c> {
                 match slot {
                     Slot::Ready(i) => {
                         let mut fleet = i
-                            .try_borrow_mut()
+                            .try_lock()
                             .map_err(|_| Check::Fail("instance busy".into()))?;
                         let v = fleet
                             .global(0, global)

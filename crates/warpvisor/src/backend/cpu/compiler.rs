@@ -9,7 +9,7 @@ use std::process::Command;
 
 use crate::backend::cache::{self, cache_dir};
 use crate::backend::BackendError;
-use crate::codegen::KernelOptions;
+use crate::codegen::{CallMode, KernelOptions};
 
 /// Flags that keep WebAssembly float semantics exact and the C well-defined.
 const FLAGS: &[&str] = &[
@@ -68,6 +68,11 @@ impl CCompiler {
     fn flags(options: &KernelOptions) -> Vec<String> {
         let mut f: Vec<String> = FLAGS.iter().map(|s| s.to_string()).collect();
         f.push(format!("-O{}", options.opt_level.min(3)));
+        if options.calls == CallMode::Direct {
+            // A WebAssembly call is a call: a tail call turned into a jump would let endless
+            // recursion loop forever instead of exhausting the stack (and trapping).
+            f.push("-fno-optimize-sibling-calls".into());
+        }
         f
     }
 

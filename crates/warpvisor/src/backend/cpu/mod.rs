@@ -2,6 +2,7 @@
 //! object, run by a pool of worker threads (Ocelot's runtime design, `ocelot.md` §III.H).
 
 mod compiler;
+mod direct;
 mod fleet;
 mod pool;
 
@@ -12,13 +13,17 @@ pub use compiler::CCompiler;
 pub use fleet::CpuFleet;
 use pool::WorkerPool;
 
-use super::{downcast, Backend, BackendError, DeviceFleet, Kernel, LaunchTimes, VmmOnly};
-use crate::abi::{FleetAbi, FleetShape};
-use crate::codegen::KernelOptions;
+use super::{
+    downcast, Backend, BackendError, DeviceFleet, ImportService, Kernel, LaunchTimes, VmmOnly,
+};
+use crate::abi::{FleetShape, HostLaunch, HostServices};
+use crate::codegen::{CallMode, KernelOptions};
 
-/// `void wv_launch(wv_fleet *f, uint32_t first, uint32_t end, uint32_t step)` and
+pub use direct::WORKER_STACK_BYTES;
+
+/// `void wv_launch(const wv_fleet *f, uint32_t first, uint32_t end, uint32_t step)` and
 /// `wv_reset_launch` (same parameters).
-pub type LaunchFn = unsafe extern "C" fn(*const FleetAbi, u32, u32, u32);
+pub type LaunchFn = unsafe extern "C" fn(*const HostLaunch, u32, u32, u32);
 
 /// The `cpu` backend.
 pub struct CpuBackend {
@@ -58,6 +63,7 @@ impl Backend for CpuBackend {
             _library: library,
             launch,
             reset,
+            direct: options.calls == CallMode::Direct,
             pool: self.pool.clone(),
         }))
     }
@@ -99,31 +105,45 @@ struct CpuKernel {
     _library: libloading::Library,
     launch: LaunchFn,
     reset: LaunchFn,
+    /// Whether the kernel makes direct calls: it then runs only on the workers, whose
+    /// stacks are sized for its recursion.
+    direct: bool,
     pool: Arc<WorkerPool>,
 }
 
 impl CpuKernel {
-    /// Runs `entry` over every VM of `fleet`, spread over the workers.
+    /// Runs `entry` over every VM of `fleet`, spread over the workers, with `services`; VMs
+    /// of a kernel with direct calls get `stack_budget` bytes of native stack.
     fn run(
         &self,
         entry: LaunchFn,
-        fleet: &mut dyn DeviceFleet,
+        fleet: &mut CpuFleet,
+        services: HostServices,
+        stack_budget: u64,
     ) -> Result<LaunchTimes, BackendError> {
-        let fleet = downcast::<CpuFleet>(fleet, "cpu")?;
         let start = Instant::now();
-        let abi = fleet.abi();
-        let n = abi.num_vms;
-        if n <= 1 || self.pool.workers() == 1 {
-            // SAFETY: `abi` points into `fleet`, which outlives the call.
-            unsafe { entry(&abi, 0, n, 1) };
+        let abi = HostLaunch {
+            fleet: fleet.abi(),
+            services,
+        };
+        // Each worker's own copy: the stack floor is the worker's.
+        let on_this_thread = |first: u32, end: u32, step: u32| {
+            let mut mine = abi;
+            mine.services.stack_floor = direct::stack_floor(stack_budget);
+            // SAFETY: `abi` points into `fleet`, which outlives the call; each worker
+            // touches only its own VMs.
+            unsafe { entry(&mine, first, end, step) };
+        };
+        let n = abi.fleet.num_vms;
+        if (n <= 1 && !self.direct) || self.pool.is_worker() {
+            // One VM, or a launch from inside a host call on a worker (the other workers may
+            // be waiting for that call): run here.
+            on_this_thread(0, n, 1);
         } else {
             // Interleaved assignment: worker w runs VMs w, w + W, w + 2W, ...
             let workers = self.pool.workers().min(n as usize) as u32;
             self.pool
-                .run(workers as usize, &|w| {
-                    // SAFETY: each worker touches only its own VMs; `abi` outlives `run`.
-                    unsafe { entry(&abi, w as u32, n, workers) };
-                })
+                .run(workers as usize, &|w| on_this_thread(w as u32, n, workers))
                 .map_err(BackendError::Launch)?;
         }
         // The kernel works on the host's buffers: nothing is transferred.
@@ -145,11 +165,26 @@ impl Kernel for CpuKernel {
         Ok(Box::new(CpuFleet::new(shape, data_blob, elem_blob)?))
     }
 
-    fn launch(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
-        self.run(self.launch, fleet)
+    fn launch(
+        &self,
+        fleet: &mut dyn DeviceFleet,
+        imports: &dyn ImportService,
+    ) -> Result<LaunchTimes, BackendError> {
+        let fleet = downcast::<CpuFleet>(fleet, "cpu")?;
+        if !self.direct {
+            return self.run(self.launch, fleet, HostServices::default(), 0);
+        }
+        // The VMs' call stack is native here: as many bytes as their continuation stacks.
+        let layout = fleet.shape().layout;
+        let budget = layout.stack_words as u64 * 8;
+        let abi = fleet.abi();
+        direct::with_services(&abi, layout, imports, |services| {
+            self.run(self.launch, fleet, services, budget)
+        })
     }
 
     fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
-        self.run(self.reset, fleet)
+        let fleet = downcast::<CpuFleet>(fleet, "cpu")?;
+        self.run(self.reset, fleet, HostServices::default(), 0)
     }
 }

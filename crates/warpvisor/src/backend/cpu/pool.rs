@@ -11,14 +11,22 @@ pub struct WorkerPool {
 }
 
 impl WorkerPool {
-    /// Starts `n` workers (at least one).
+    /// Starts `n` workers (at least one), each with a stack of
+    /// [`WORKER_STACK_BYTES`](super::WORKER_STACK_BYTES) for direct calls' recursion.
     pub fn new(n: usize) -> Result<Self, String> {
         let pool = ThreadPoolBuilder::new()
             .num_threads(n.max(1))
             .thread_name(|w| format!("warpvisor-worker-{w}"))
+            .stack_size(super::WORKER_STACK_BYTES)
+            .start_handler(|_| super::direct::note_worker_stack())
             .build()
             .map_err(|e| format!("cannot start {n} worker threads: {e}"))?;
         Ok(WorkerPool { pool })
+    }
+
+    /// Whether the calling thread is one of the workers.
+    pub fn is_worker(&self) -> bool {
+        self.pool.current_thread_index().is_some()
     }
 
     /// Number of workers.

@@ -17,7 +17,9 @@ use cudarc::nvrtc::Ptx;
 use fleet::CudaFleet;
 pub use program::{compile_ptx, nvrtc_status, DEFAULT_ARCH};
 
-use super::{downcast, Backend, BackendError, DeviceFleet, Kernel, LaunchTimes, VmmOnly};
+use super::{
+    downcast, Backend, BackendError, DeviceFleet, ImportService, Kernel, LaunchTimes, VmmOnly,
+};
 use crate::abi::FleetShape;
 use crate::codegen::KernelOptions;
 
@@ -231,7 +233,12 @@ impl Kernel for CudaKernel {
         )?))
     }
 
-    fn launch(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
+    fn launch(
+        &self,
+        fleet: &mut dyn DeviceFleet,
+        _: &dyn ImportService,
+    ) -> Result<LaunchTimes, BackendError> {
+        // CUDA kernels use continuations: imports stop the VM.
         self.run(&self.launch, "wv_kernel", fleet)
     }
 

@@ -15,7 +15,9 @@ use opencl3::device::{Device, CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_
 use opencl3::kernel::Kernel as ClKernel;
 use opencl3::memory::{Buffer, CL_MEM_READ_WRITE};
 
-use super::{downcast, Backend, BackendError, DeviceFleet, Kernel, LaunchTimes, VmmOnly};
+use super::{
+    downcast, Backend, BackendError, DeviceFleet, ImportService, Kernel, LaunchTimes, VmmOnly,
+};
 use crate::abi::{FleetBuffer, FleetShape};
 use crate::codegen::KernelOptions;
 use fleet::ClFleet;
@@ -302,7 +304,12 @@ impl Kernel for OpenClKernel {
         )?))
     }
 
-    fn launch(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
+    fn launch(
+        &self,
+        fleet: &mut dyn DeviceFleet,
+        _: &dyn ImportService,
+    ) -> Result<LaunchTimes, BackendError> {
+        // OpenCL kernels use continuations: imports stop the VM.
         self.run(&self.kernel, "wv_kernel", fleet)
     }
 

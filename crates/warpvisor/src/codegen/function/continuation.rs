@@ -266,6 +266,10 @@ impl FunctionEmitter<'_, '_> {
             }
         }
         out.push_str("  WV_FUEL();\n");
+        if !self.cps && self.ctx.graph.recursive[self.func as usize] {
+            // Direct calls: a recursive fastcall is the only way down the native stack.
+            out.push_str("  WV_STACK_CHECK();\n");
+        }
         fill_in(
             &mut out,
             &self.body,
