@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use warpvisor::codegen::KernelOptions;
+use warpvisor::codegen::{CallMode, KernelOptions};
 use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, TrapKind, Value};
 
 fn fleet(wat: &str, interleave: u32, num_vms: u32) -> Fleet {
@@ -222,10 +222,16 @@ fn runaway_vm_stops_out_of_fuel_and_the_others_complete() {
         (if (i32.eqz (local.get 0)) (then (loop $forever (br $forever))))
         (loop $down (local.set 0 (i32.sub (local.get 0) (i32.const 1))) (br_if $down (local.get 0)))
         (i32.const 7)))"#;
-    for backend in ["cpu", "opencl"] {
+    let runs = [
+        ("cpu", CallMode::Continuations),
+        ("cpu", CallMode::Direct),
+        ("opencl", CallMode::Continuations),
+    ];
+    for (backend, calls) in runs {
         let options = KernelOptions {
             dialect: common::dialect(backend),
             meter_fuel: true,
+            calls,
             ..KernelOptions::default()
         };
         let b = common::backend(backend);
@@ -246,9 +252,10 @@ fn runaway_vm_stops_out_of_fuel_and_the_others_complete() {
                 ],
             )
             .unwrap();
-        assert_eq!(o[0], Outcome::Returned(vec![Value::I32(7)]), "{backend}");
-        assert_eq!(o[1], Outcome::Trapped(TrapKind::OutOfFuel), "{backend}");
-        assert_eq!(o[2], Outcome::Returned(vec![Value::I32(7)]), "{backend}");
+        let run = format!("{backend} ({})", calls.name());
+        assert_eq!(o[0], Outcome::Returned(vec![Value::I32(7)]), "{run}");
+        assert_eq!(o[1], Outcome::Trapped(TrapKind::OutOfFuel), "{run}");
+        assert_eq!(o[2], Outcome::Returned(vec![Value::I32(7)]), "{run}");
     }
 }
 
@@ -286,27 +293,44 @@ fn a_host_function_sees_only_its_vm_and_its_failure_traps_only_that_vm() {
       (func (export "run") (result i32)
         (call $probe)
         (i32.add (i32.load8_u (i32.const 0)) (i32.load8_u (i32.const 65535)))))"#;
-    let options = KernelOptions::default();
-    let program =
-        Arc::new(Program::compile(wat.as_bytes(), &options, common::cpu().as_ref()).unwrap());
-    let config = FleetConfig {
-        num_vms: 8,
-        max_memory_pages: 1,
-        ..FleetConfig::default()
-    };
-    let imports = Imports {
-        host: Box::new(Prober),
-        ..Imports::default()
-    };
-    let mut f = Fleet::new(program, config, imports).unwrap();
-    let outcomes = f.invoke("run", &vec![Vec::new(); 8]).unwrap();
-    for (vm, o) in outcomes.iter().enumerate() {
-        let expected = if vm == 3 {
-            Outcome::Trapped(TrapKind::HostError)
-        } else {
-            // Its own byte, and no 0xEE at the end of its memory from the neighbour's probe.
-            Outcome::Returned(vec![Value::I32(vm as i32 + 1)])
-        };
-        assert_eq!(*o, expected, "VM {vm}");
+    // Direct calls serve the probe from the worker running the VM, over the running fleet's
+    // memory (interleaved: the neighbours' cells are between this VM's).
+    for calls in [CallMode::Continuations, CallMode::Direct] {
+        for interleave in [0, 8] {
+            let options = KernelOptions {
+                interleave,
+                calls,
+                ..KernelOptions::default()
+            };
+            let program = Arc::new(
+                Program::compile(wat.as_bytes(), &options, common::cpu().as_ref()).unwrap(),
+            );
+            let config = FleetConfig {
+                num_vms: 8,
+                max_memory_pages: 1,
+                ..FleetConfig::default()
+            };
+            let imports = Imports {
+                host: Box::new(Prober),
+                ..Imports::default()
+            };
+            let mut f = Fleet::new(program, config, imports).unwrap();
+            let outcomes = f.invoke("run", &vec![Vec::new(); 8]).unwrap();
+            for (vm, o) in outcomes.iter().enumerate() {
+                let expected = if vm == 3 {
+                    Outcome::Trapped(TrapKind::HostError)
+                } else {
+                    // Its own byte, and no 0xEE at the end of its memory from the neighbour's
+                    // probe.
+                    Outcome::Returned(vec![Value::I32(vm as i32 + 1)])
+                };
+                assert_eq!(
+                    *o,
+                    expected,
+                    "VM {vm}, {} calls, interleave {interleave}",
+                    calls.name()
+                );
+            }
+        }
     }
 }

@@ -81,7 +81,8 @@ pub fn print_stats(stats: &RunStats, jobs: usize, vms: u32) {
     );
     errln!("  transfers          {}", secs(stats.transfer));
     errln!(
-        "  hypercall service  {} ({} calls)",
+        "  hypercall service  {} ({} calls; those served during execution, with direct calls, \
+         count in its time)",
         secs(stats.hypercall_service),
         stats.hypercalls
     );
@@ -103,7 +104,8 @@ pub fn print_stats(stats: &RunStats, jobs: usize, vms: u32) {
         stats.transfers
     );
     errln!(
-        "  continuations      {} slow calls, {} indirect calls, {} live values saved",
+        "  slow calls         {} (through the trampoline, or to the host), {} indirect calls, \
+         {} live values saved",
         stats.slow_calls,
         stats.indirect_calls,
         stats.saved_words

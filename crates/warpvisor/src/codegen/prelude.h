@@ -50,36 +50,67 @@ WV_FN void wv_bytes_put(WV_GLOBAL uint8_t *p, uint32_t n, uint64_t v) {
 }
 #endif
 
-/* Reads `n` (1, 2, 4 or 8) little-endian bytes at `ea`; the caller has bounds-checked. */
-WV_FN uint64_t wv_read(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n) {
+/* A VM's memory seen from its first cell `mb`: cell bytes are contiguous (interleave 0), or
+ * WV_INTERLEAVE bytes wide and `mrow` bytes apart (the VM's next cell follows every other
+ * VM's). */
 #if WV_INTERLEAVE == 0
-  return wv_bytes_get(f->mem + wv_cell(f, vm, ea), n);
+#define WV_CELL_AT(ea, mrow) (ea)
 #else
-  if (ea % WV_INTERLEAVE + n <= WV_INTERLEAVE) return wv_bytes_get(f->mem + wv_cell(f, vm, ea), n);
+#define WV_CELL_AT(ea, mrow) ((ea) / WV_INTERLEAVE * (mrow) + (ea) % WV_INTERLEAVE)
+#endif
+WV_FN WV_GLOBAL uint8_t *wv_mem_base(const wv_fleet *f, uint32_t vm) {
+#if WV_INTERLEAVE == 0
+  return f->mem + (uint64_t)vm * f->mem_stride;
+#else
+  return f->mem + (uint64_t)vm * WV_INTERLEAVE;
+#endif
+}
+WV_FN uint64_t wv_mem_row(const wv_fleet *f) { return (uint64_t)f->num_vms * WV_INTERLEAVE; }
+
+/* Reads `n` (1, 2, 4 or 8) little-endian bytes at `ea`; the caller has bounds-checked. */
+WV_FN uint64_t wv_load_cells(WV_GLOBAL const uint8_t *mb, uint64_t mrow, uint64_t ea, uint32_t n) {
+#if WV_INTERLEAVE == 0
+  (void)mrow;
+  return wv_bytes_get(mb + ea, n);
+#else
+  if (ea % WV_INTERLEAVE + n <= WV_INTERLEAVE) return wv_bytes_get(mb + WV_CELL_AT(ea, mrow), n);
   /* An aligned 8-byte value over two 4-byte cells. */
   if (WV_INTERLEAVE == 4 && n == 8 && ea % 4 == 0)
-    return wv_bytes_get(f->mem + wv_cell(f, vm, ea), 4) | wv_bytes_get(f->mem + wv_cell(f, vm, ea + 4), 4) << 32;
+    return wv_bytes_get(mb + WV_CELL_AT(ea, mrow), 4) | wv_bytes_get(mb + WV_CELL_AT(ea + 4, mrow), 4) << 32;
   uint64_t v = 0;
-  for (uint32_t i = 0; i < n; i++) v |= (uint64_t)f->mem[wv_cell(f, vm, ea + i)] << (8 * i);
+  for (uint32_t i = 0; i < n; i++) v |= (uint64_t)mb[WV_CELL_AT(ea + i, mrow)] << (8 * i);
   return v;
 #endif
 }
 
 /* Writes the `n` (1, 2, 4 or 8) low bytes of `v` at `ea`; the caller has bounds-checked. */
-WV_FN void wv_write(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n, uint64_t v) {
+WV_FN void wv_store_cells(WV_GLOBAL uint8_t *mb, uint64_t mrow, uint64_t ea, uint32_t n, uint64_t v) {
 #if WV_INTERLEAVE == 0
-  wv_bytes_put(f->mem + wv_cell(f, vm, ea), n, v);
+  (void)mrow;
+  wv_bytes_put(mb + ea, n, v);
 #else
   if (ea % WV_INTERLEAVE + n <= WV_INTERLEAVE) {
-    wv_bytes_put(f->mem + wv_cell(f, vm, ea), n, v);
+    wv_bytes_put(mb + WV_CELL_AT(ea, mrow), n, v);
   } else if (WV_INTERLEAVE == 4 && n == 8 && ea % 4 == 0) {
-    wv_bytes_put(f->mem + wv_cell(f, vm, ea), 4, v);
-    wv_bytes_put(f->mem + wv_cell(f, vm, ea + 4), 4, v >> 32);
+    wv_bytes_put(mb + WV_CELL_AT(ea, mrow), 4, v);
+    wv_bytes_put(mb + WV_CELL_AT(ea + 4, mrow), 4, v >> 32);
   } else {
-    for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, ea + i)] = (uint8_t)(v >> (8 * i));
+    for (uint32_t i = 0; i < n; i++) mb[WV_CELL_AT(ea + i, mrow)] = (uint8_t)(v >> (8 * i));
   }
 #endif
 }
+
+WV_FN uint64_t wv_read(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n) {
+  return wv_load_cells(wv_mem_base(f, vm), wv_mem_row(f), ea, n);
+}
+WV_FN void wv_write(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n, uint64_t v) {
+  wv_store_cells(wv_mem_base(f, vm), wv_mem_row(f), ea, n, v);
+}
+
+/* Every function keeps its VM's memory view in locals: a store through a byte pointer may
+ * alias the fleet struct, so reading f->mem at each access would reload it after every store. */
+#define WV_MEM_VIEW() WV_GLOBAL uint8_t *const mb = wv_mem_base(f, vm); const uint64_t mrow = wv_mem_row(f); \
+  (void)mb; (void)mrow
 
 /* ---- traps ------------------------------------------------------------------------------- */
 WV_FN void wv_trap(const wv_fleet *f, uint32_t vm, uint32_t kind) {
@@ -104,9 +135,9 @@ WV_FN void wv_trap(const wv_fleet *f, uint32_t vm, uint32_t kind) {
 /* ---- memory access ----------------------------------------------------------------------- */
 /* ea = addr + offset, trapping unless [ea, ea + width) lies in the VM's memory. */
 #define WV_LOAD(dst, conv, addr, offset, width) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
-  if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); dst = conv(wv_read(f, vm, ea_, (width))); } while (0)
+  if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); dst = conv(wv_load_cells(mb, mrow, ea_, (width))); } while (0)
 #define WV_STORE(addr, offset, width, value) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
-  if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); wv_write(f, vm, ea_, (width), (uint64_t)(value)); } while (0)
+  if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
 
 #define wv_u8_s32(x) ((uint32_t)(int32_t)(int8_t)(x))
 #define wv_u16_s32(x) ((uint32_t)(int32_t)(int16_t)(x))

@@ -1,0 +1,250 @@
+//! Direct calls on `cpu` (`CallMode::Direct`): imports served while the kernel waits, native
+//! recursion with a stack floor. Each test runs the same fleet with continuations as well and
+//! wants the same outcomes, except where the modes' limits differ by design.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use warpvisor::codegen::{CallMode, Dialect, KernelOptions};
+use warpvisor::vmm::{
+    Fleet, FleetConfig, HostFunctions, HostStop, Imports, Outcome, Program, TrapKind, Value,
+    VmMemory,
+};
+
+fn fleet(wat: &str, calls: CallMode, config: FleetConfig, host: Box<dyn HostFunctions>) -> Fleet {
+    let options = KernelOptions {
+        calls,
+        ..KernelOptions::default()
+    };
+    let program = Program::compile(wat.as_bytes(), &options, common::cpu().as_ref())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let imports = Imports {
+        host,
+        ..Imports::default()
+    };
+    Fleet::new(Arc::new(program), config, imports).unwrap_or_else(|e| panic!("{e}"))
+}
+
+const BOTH: [CallMode; 2] = [CallMode::Continuations, CallMode::Direct];
+
+/// `swap(i64, f64) -> (f64, i64)` and `sum(ptr, len) -> i32`: the sum of its VM's bytes,
+/// after it has written `len` at `ptr + len` (so the guest sees the host's write).
+struct Host;
+
+impl HostFunctions for Host {
+    fn call(
+        &mut self,
+        memory: &mut VmMemory<'_>,
+        import: u32,
+        args: &[Value],
+    ) -> Result<Vec<Value>, HostStop> {
+        match (import, args) {
+            (0, [Value::I64(a), Value::F64(b)]) => Ok(vec![Value::F64(*b), Value::I64(*a)]),
+            (1, [Value::I32(ptr), Value::I32(len)]) => {
+                let (ptr, len) = (*ptr as u64, *len as u64);
+                let bytes = memory
+                    .read(ptr, len as usize)
+                    .map_err(|_| HostStop::Trap(TrapKind::MemoryOutOfBounds))?;
+                memory
+                    .write(ptr + len, &[len as u8])
+                    .map_err(|_| HostStop::Trap(TrapKind::MemoryOutOfBounds))?;
+                Ok(vec![Value::I32(bytes.iter().map(|&b| b as i32).sum())])
+            }
+            _ => Err(HostStop::Trap(TrapKind::HostError)),
+        }
+    }
+}
+
+const IMPORTS: &str = r#"(module
+  (import "env" "swap" (func $swap (param i64 f64) (result f64 i64)))
+  (import "env" "sum" (func $sum (param i32 i32) (result i32)))
+  (memory 1)
+  (func $fill (param $n i32) (local $i i32)
+    (block $done (loop $next
+      (br_if $done (i32.ge_u (local.get $i) (local.get $n)))
+      (i32.store8 (local.get $i) (i32.add (local.get $i) (local.get $n)))
+      (local.set $i (i32.add (local.get $i) (i32.const 1)))
+      (br $next))))
+  ;; Recursion that makes a host call at the bottom: the call is deep in native frames.
+  (func $down (param $d i32) (param $n i32) (result i32)
+    (if (result i32) (i32.eqz (local.get $d))
+      (then (call $sum (i32.const 0) (local.get $n)))
+      (else (call $down (i32.sub (local.get $d) (i32.const 1)) (local.get $n)))))
+  (func (export "run") (param $n i32) (result i64 f64 i32 i32)
+    (local $x f64) (local $y i64)
+    (call $fill (local.get $n))
+    (call $swap (i64.extend_i32_u (local.get $n)) (f64.const 2.5))
+    (local.set $y) (local.set $x)
+    (i64.add (local.get $y) (i64.const 1))
+    (local.get $x)
+    (call $down (i32.const 50) (local.get $n))
+    (i32.load8_u (local.get $n))))"#;
+
+#[test]
+fn imports_with_memory_and_multiple_results_agree_between_the_modes() {
+    let jobs: Vec<Vec<Value>> = (0..64).map(|i| vec![Value::I32(1 + i % 40)]).collect();
+    let mut results = Vec::new();
+    for calls in BOTH {
+        let config = FleetConfig {
+            num_vms: 64,
+            max_memory_pages: 1,
+            ..FleetConfig::default()
+        };
+        let mut f = fleet(IMPORTS, calls, config, Box::new(Host));
+        let outcomes = f.invoke("run", &jobs).unwrap();
+        for (i, o) in outcomes.iter().enumerate() {
+            let n = 1 + i as i64 % 40;
+            let sum: i64 = (0..n).map(|k| (k + n) & 0xff).sum();
+            let expected = Outcome::Returned(vec![
+                Value::I64(n + 1),
+                Value::F64(2.5f64.to_bits()),
+                Value::I32(sum as i32),
+                Value::I32(n as i32),
+            ]);
+            assert_eq!(*o, expected, "job {i}, {} calls", calls.name());
+        }
+        results.push(outcomes);
+    }
+    assert_eq!(results[0], results[1]);
+}
+
+const RECURSE: &str = r#"(module
+  (func $fib (export "fib") (param i32) (result i32)
+    (if (result i32) (i32.lt_u (local.get 0) (i32.const 2))
+      (then (local.get 0))
+      (else (i32.add (call $fib (i32.sub (local.get 0) (i32.const 1)))
+                     (call $fib (i32.sub (local.get 0) (i32.const 2)))))))
+  (func $forever (export "forever") (param i32) (result i32)
+    (call $forever (local.get 0)))
+  (func (export "either") (param i32) (result i32)
+    (if (result i32) (i32.and (local.get 0) (i32.const 1))
+      (then (call $forever (local.get 0)))
+      (else (call $fib (i32.rem_u (local.get 0) (i32.const 20)))))))"#;
+
+#[test]
+fn endless_recursion_traps_only_its_vm_in_both_modes() {
+    let fib = |n: u32| -> u32 {
+        let (mut a, mut b) = (0u32, 1u32);
+        for _ in 0..n {
+            (a, b) = (b, a + b);
+        }
+        a
+    };
+    for calls in BOTH {
+        let config = FleetConfig {
+            num_vms: 64,
+            ..FleetConfig::default()
+        };
+        let mut f = fleet(RECURSE, calls, config, Box::new(warpvisor::vmm::NoHost));
+        let jobs: Vec<Vec<Value>> = (0..64).map(|i| vec![Value::I32(i)]).collect();
+        let outcomes = f.invoke("either", &jobs).unwrap();
+        for (i, o) in outcomes.iter().enumerate() {
+            let expected = if i % 2 == 1 {
+                Outcome::Trapped(TrapKind::StackOverflow)
+            } else {
+                Outcome::Returned(vec![Value::I32(fib(i as u32 % 20) as i32)])
+            };
+            assert_eq!(*o, expected, "job {i}, {} calls", calls.name());
+        }
+        // The fleet is still usable after the traps.
+        let again = f.invoke("fib", &[vec![Value::I32(10)]]).unwrap();
+        assert_eq!(again[0], Outcome::Returned(vec![Value::I32(55)]));
+    }
+}
+
+#[test]
+fn the_native_stack_follows_stack_words() {
+    // A small budget traps where a large one does not: the floor is --stack-words × 8 bytes.
+    let deep = r#"(module (func $d (export "deep") (param i32) (result i32)
+        (if (result i32) (i32.eqz (local.get 0)) (then (i32.const 0))
+          (else (i32.add (i32.const 1) (call $d (i32.sub (local.get 0) (i32.const 1))))))))"#;
+    let run = |stack_words: u32| {
+        let config = FleetConfig {
+            num_vms: 2,
+            stack_words,
+            ..FleetConfig::default()
+        };
+        let mut f = fleet(
+            deep,
+            CallMode::Direct,
+            config,
+            Box::new(warpvisor::vmm::NoHost),
+        );
+        f.invoke("deep", &[vec![Value::I32(5_000)], vec![Value::I32(5)]])
+            .unwrap()
+    };
+    let small = run(1 << 10); // 8 KiB
+    assert_eq!(small[0], Outcome::Trapped(TrapKind::StackOverflow));
+    assert_eq!(small[1], Outcome::Returned(vec![Value::I32(5)]));
+    let large = run(1 << 20); // 8 MiB
+    assert_eq!(large[0], Outcome::Returned(vec![Value::I32(5_000)]));
+}
+
+/// Waits far beyond the test's timeout on import 0 for odd VMs; returns at once for even ones.
+struct Sleeper;
+
+impl HostFunctions for Sleeper {
+    fn call(
+        &mut self,
+        memory: &mut VmMemory<'_>,
+        _: u32,
+        _: &[Value],
+    ) -> Result<Vec<Value>, HostStop> {
+        if memory.vm() % 2 == 1 {
+            return Err(HostStop::Wait(Instant::now() + Duration::from_secs(600)));
+        }
+        Ok(vec![Value::I32(7)])
+    }
+}
+
+#[test]
+fn a_waiting_vm_times_out_and_the_others_complete_in_both_modes() {
+    let wat = r#"(module (import "env" "wait" (func $wait (result i32)))
+        (func (export "run") (result i32) (call $wait)))"#;
+    for calls in BOTH {
+        let config = FleetConfig {
+            num_vms: 4,
+            timeout: Some(Duration::from_millis(300)),
+            ..FleetConfig::default()
+        };
+        let mut f = fleet(wat, calls, config, Box::new(Sleeper));
+        let start = Instant::now();
+        let outcomes = f.invoke("run", &vec![Vec::new(); 4]).unwrap();
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{} calls: the timeout did not stop the waiting VMs",
+            calls.name()
+        );
+        for (vm, o) in outcomes.iter().enumerate() {
+            let expected = if vm % 2 == 1 {
+                Outcome::Trapped(TrapKind::Timeout)
+            } else {
+                Outcome::Returned(vec![Value::I32(7)])
+            };
+            assert_eq!(*o, expected, "VM {vm}, {} calls", calls.name());
+        }
+    }
+}
+
+#[test]
+fn direct_calls_on_a_device_dialect_are_refused_with_the_reason() {
+    for dialect in [Dialect::OpenCl, Dialect::Cuda] {
+        let options = KernelOptions {
+            dialect,
+            calls: CallMode::Direct,
+            ..KernelOptions::default()
+        };
+        let bytes = wat::parse_str(RECURSE).unwrap();
+        let module = warpvisor::frontend::load(&bytes).unwrap();
+        let err = warpvisor::codegen::emit(&module, &options)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("direct calls need a kernel in host C") && err.contains("continuations"),
+            "{dialect:?}: {err}"
+        );
+    }
+}
