@@ -19,6 +19,7 @@ pub mod validation;
 
 use std::time::{Instant, SystemTime};
 
+use warpvisor::codegen::CallMode;
 use warpvisor_workloads::{Workload, WORKLOADS};
 
 use crate::micro::MicroResults;
@@ -46,7 +47,7 @@ pub fn run(settings: &Settings, progress: &dyn Fn(&str)) -> Result<Report, Strin
         benchmarks.push(suite.run(w, progress));
     }
     let micro = micro::run_all(settings, &kernels, progress);
-    estimate_continuations(&mut benchmarks, &micro);
+    estimate_continuations(&mut benchmarks, &micro, &kernels);
     Ok(Report {
         warpvisor: env!("CARGO_PKG_VERSION"),
         started_unix: SystemTime::now()
@@ -80,9 +81,20 @@ pub fn select(names: &[String]) -> Result<Vec<&'static Workload>, String> {
         .collect())
 }
 
-/// Fills each warpvisor run's continuation estimate from its backend's slow-call cost.
-fn estimate_continuations(benchmarks: &mut [BenchmarkResult], micro: &MicroResults) {
+/// Fills each warpvisor run's continuation estimate from its backend's slow-call cost (runs
+/// with direct calls make no continuation calls: their slow calls are host calls).
+fn estimate_continuations(
+    benchmarks: &mut [BenchmarkResult],
+    micro: &MicroResults,
+    kernels: &[KernelPlatform],
+) {
     for run in benchmarks.iter_mut().flat_map(|b| b.runs.iter_mut()) {
+        let continuations = kernels
+            .iter()
+            .any(|k| k.platform.key() == run.platform && k.kernel.calls == CallMode::Continuations);
+        if !continuations {
+            continue;
+        }
         let cost = micro.slow_call.iter().find(|s| s.platform == run.platform);
         if let (Some(phases), Some(cost)) = (run.phases.as_mut(), cost) {
             phases.continuations_estimate_seconds =

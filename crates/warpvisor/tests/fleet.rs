@@ -334,3 +334,42 @@ fn a_host_function_sees_only_its_vm_and_its_failure_traps_only_that_vm() {
         }
     }
 }
+
+#[test]
+fn a_reset_clears_the_memory_each_vm_grew_and_wrote() {
+    // Run 1 grows VM i's memory by i + 1 pages and fills the last one; after a reset every
+    // grown page reads zero again, whatever another VM grew to.
+    let wat = r#"(module (memory 1)
+      (func (export "grow_and_fill") (param $pages i32) (result i32) (local $at i32)
+        (drop (memory.grow (local.get $pages)))
+        (local.set $at (i32.shl (local.get $pages) (i32.const 16)))
+        (memory.fill (local.get $at) (i32.const 0xab) (i32.const 65536))
+        (i32.load8_u (local.get $at)))
+      (func (export "grow_and_sum") (param $pages i32) (result i32) (local $i i32) (local $s i32)
+        (drop (memory.grow (local.get $pages)))
+        (block $done (loop $next
+          (br_if $done (i32.ge_u (local.get $i) (i32.shl (i32.add (local.get $pages) (i32.const 1)) (i32.const 16))))
+          (local.set $s (i32.add (local.get $s) (i32.load8_u (local.get $i))))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br $next)))
+        (local.get $s)))"#;
+    for (backend, interleave) in [("cpu", 0), ("cpu", 8), ("opencl", 4)] {
+        let mut f = fleet_on(backend, wat, interleave, 3);
+        let grow: Vec<Vec<Value>> = (0..3).map(|i| vec![Value::I32(i + 1)]).collect();
+        let o = f.invoke("grow_and_fill", &grow).unwrap();
+        assert!(o
+            .iter()
+            .all(|o| *o == Outcome::Returned(vec![Value::I32(0xab)])));
+        f.reset().unwrap();
+        let o = f
+            .invoke("grow_and_sum", &vec![vec![Value::I32(3)]; 3])
+            .unwrap();
+        for (vm, o) in o.iter().enumerate() {
+            assert_eq!(
+                *o,
+                Outcome::Returned(vec![Value::I32(0)]),
+                "{backend}, interleave {interleave}, VM {vm}"
+            );
+        }
+    }
+}

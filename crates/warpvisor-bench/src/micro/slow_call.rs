@@ -5,6 +5,7 @@
 //! the call, about what the benchmarks' frames hold.
 
 use serde::Serialize;
+use warpvisor::codegen::{CallMode, KernelOptions};
 use warpvisor::vmm::{Fleet, FleetConfig, Value};
 
 use super::{build, expect_all};
@@ -75,7 +76,17 @@ pub fn module() -> String {
 
 /// Measures `k` with `vms` VMs, each making `reps * DEPTH` calls of each kind.
 pub fn run(k: &KernelPlatform, vms: u32, reps: u32) -> Result<SlowCallResult, String> {
-    let program = build(k, &module(), k.kernel.interleave)?;
+    // A slow call is a continuation call: measured with continuations in either call mode
+    // (with direct calls the recursion is native and there is nothing to measure).
+    let continuations = KernelPlatform {
+        platform: k.platform,
+        backend: k.backend.clone(),
+        kernel: KernelOptions {
+            calls: CallMode::Continuations,
+            ..k.kernel.clone()
+        },
+    };
+    let program = build(&continuations, &module(), k.kernel.interleave)?;
     let config = FleetConfig {
         num_vms: vms,
         max_memory_pages: 0,

@@ -383,7 +383,8 @@ pub mod segment_mode {
 }
 
 impl ImageLayout {
-    /// Word: bytes of each VM's memory to clear (what earlier runs may have written).
+    /// Word: bytes of each VM's memory to clear at least; each VM also clears up to its own
+    /// memory size, all that its earlier runs may have written.
     pub const CLEAR: usize = 0;
     /// Word: initial memory pages.
     pub const PAGES: usize = 1;

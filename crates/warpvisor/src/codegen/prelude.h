@@ -328,7 +328,12 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
   WV_GLOBAL const uint64_t *img = f->image;
   WV_GLOBAL wv_vm *v = &f->vms[vm];
   uint64_t limit = (uint64_t)f->max_pages << 16;
-  uint64_t clear = img[WV_IMG_CLEAR] < limit ? img[WV_IMG_CLEAR] : limit;
+  /* The VM can have written only below its memory's size at the end of its last run (memory
+   * never shrinks; pages above it were cleared by an earlier reset or never touched): clear
+   * that much, and at least what the host asks. */
+  uint64_t used = (uint64_t)v->mem_pages << 16;
+  uint64_t clear = img[WV_IMG_CLEAR] > used ? img[WV_IMG_CLEAR] : used;
+  clear = clear < limit ? clear : limit;
   uint64_t pages = img[WV_IMG_PAGES] < f->max_pages ? img[WV_IMG_PAGES] : f->max_pages;
 #if WV_INTERLEAVE == 0 && WV_HOST
   __builtin_memset(f->mem + wv_cell(f, vm, 0), 0, clear);
@@ -354,7 +359,15 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
     if (s < WV_NUM_DATAS) {
       uint64_t n = wv_data_len[s];
       if (off + n > (pages << 16)) continue; /* the host checked: never taken */
-      for (uint64_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, off + i)] = f->data_blob[wv_data_base[s] + i];
+#if WV_INTERLEAVE == 0 && WV_HOST
+      __builtin_memcpy(f->mem + wv_cell(f, vm, off), f->data_blob + wv_data_base[s], n);
+#else
+      WV_GLOBAL uint8_t *mb = wv_mem_base(f, vm);
+      WV_GLOBAL const uint8_t *src = f->data_blob + wv_data_base[s];
+      const uint64_t mrow = wv_mem_row(f);
+      (void)mrow;
+      for (uint64_t i = 0; i < n; i++) mb[WV_CELL_AT(off + i, mrow)] = src[i];
+#endif
     } else {
       uint32_t e = s - WV_NUM_DATAS;
       uint64_t n = wv_elem_len[e];

@@ -13,7 +13,7 @@ use super::{FleetStats, Outcome, Program, TrapKind, Value, VmmError};
 use crate::abi::codes::trap_kind;
 use crate::abi::{status, FleetBuffer, FleetShape, PerVmArray, VmControl, FRAME_HEADER};
 use crate::backend::{merge_adjacent, Traffic, VmmOnly};
-use crate::layout::{InterleavedLayout, PAGE};
+use crate::layout::InterleavedLayout;
 
 /// Size settings of a fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,8 +55,6 @@ pub struct Fleet {
     pub(super) imports: Imports,
     pub(super) initial_pages: u32,
     pub(super) table_initial: Vec<u32>,
-    /// Highest memory size (bytes) any VM reached: what a reset must clear.
-    pub(super) dirty_bytes: u64,
     /// How the host stopped a VM while servicing it (not visible to the kernel).
     pub(super) host_stops: Vec<Option<HostStop>>,
     /// When each parked VM's hypercall is to be made again (`HostStop::Wait`).
@@ -163,7 +161,6 @@ impl Fleet {
             imports,
             initial_pages: mem_initial as u32,
             table_initial,
-            dirty_bytes: 0,
         };
         fleet.instantiate(&globals)?;
         Ok(fleet)
@@ -391,14 +388,6 @@ impl Fleet {
             self.stats.indirect_calls += ctl.indirect_calls;
             self.stats.saved_words += ctl.saved_words;
         }
-        let max_pages = self
-            .storage
-            .controls
-            .iter()
-            .map(|c| c.mem_pages)
-            .max()
-            .unwrap_or(0) as u64;
-        self.dirty_bytes = self.dirty_bytes.max(max_pages * PAGE);
         let results = self.program.module.func_type(func).results().to_vec();
         let done: Vec<(u32, u32)> = (0..count)
             .filter(|&vm| {

@@ -76,7 +76,8 @@ impl Fleet {
         let m = &self.program.module;
         let img = self.storage.shape().image();
         let mut words = vec![0u64; img.words()];
-        words[crate::abi::ImageLayout::CLEAR] = self.dirty_bytes;
+        // Each VM also clears what its last run could have written (wv_reset_vm).
+        words[crate::abi::ImageLayout::CLEAR] = self.initial_pages as u64 * PAGE;
         words[crate::abi::ImageLayout::PAGES] = self.initial_pages as u64;
         for (g, v) in globals.iter().enumerate() {
             words[img.global(g as u32)] = v.to_word();
@@ -130,7 +131,6 @@ impl Fleet {
             .ok_or_else(|| VmmError::Limit("the program has no kernel".into()))?;
         kernel.reset(self.storage.device())?;
         self.storage.pull_controls()?;
-        self.dirty_bytes = self.initial_pages as u64 * PAGE;
         self.host_stops.fill(None);
         self.parked_until.fill(None);
         Ok(())
