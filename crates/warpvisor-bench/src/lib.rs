@@ -40,11 +40,13 @@ pub fn run(settings: &Settings, progress: &dyn Fn(&str)) -> Result<Report, Strin
             a.detail
         ));
     }
-    let suite = suite::Suite::new(settings, &kernels)?;
     let mut benchmarks = Vec::new();
-    for w in workloads {
-        progress(&format!("{}: {}", w.title, w.summary));
-        benchmarks.push(suite.run(w, progress));
+    if !settings.micro_only {
+        let suite = suite::Suite::new(settings, &kernels)?;
+        for w in workloads {
+            progress(&format!("{}: {}", w.title, w.summary));
+            benchmarks.push(suite.run(w, progress));
+        }
     }
     let micro = micro::run_all(settings, &kernels, progress);
     estimate_continuations(&mut benchmarks, &micro, &kernels);

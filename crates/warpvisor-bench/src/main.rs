@@ -67,9 +67,12 @@ struct Args {
     /// device backends always use continuations).
     #[arg(long, value_name = "MODE")]
     calls: Option<String>,
-    /// Skip the memcopy and transfer microbenchmarks.
-    #[arg(long)]
+    /// Skip the memcopy, transfer and wasm2c microbenchmarks.
+    #[arg(long, conflicts_with = "micro_only")]
     no_micro: bool,
+    /// Run only the microbenchmarks, not the ten benchmarks.
+    #[arg(long)]
+    micro_only: bool,
     /// VMs of the microbenchmarks' fleets (default: --vms).
     #[arg(long)]
     micro_vms: Option<u32>,
@@ -125,6 +128,7 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
         })?;
     }
     s.micro = !a.no_micro;
+    s.micro_only = a.micro_only;
     s.micro_vms = a.micro_vms.unwrap_or(s.vms);
     anyhow::ensure!(s.micro_vms > 0, "--micro-vms must be at least 1");
     s.guests = a.guests.clone();

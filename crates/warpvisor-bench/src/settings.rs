@@ -37,6 +37,8 @@ pub struct Settings {
     pub cpu_calls: CallMode,
     /// Run the microbenchmarks.
     pub micro: bool,
+    /// Run only the microbenchmarks (not the ten benchmarks).
+    pub micro_only: bool,
     /// VMs of the microbenchmarks' fleets.
     pub micro_vms: u32,
     /// Read `bench-NAME.wasm` from here instead of the modules built into the runner.
@@ -60,6 +62,7 @@ impl Settings {
             partition_ops: None,
             cpu_calls: CallMode::Direct,
             micro: true,
+            micro_only: false,
             micro_vms: 64,
             guests: None,
         }

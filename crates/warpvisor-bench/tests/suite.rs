@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use warpvisor::codegen::CallMode;
 use warpvisor_bench::platform::Platform;
 use warpvisor_bench::report::{chart, markdown, Report, RunStatus};
 use warpvisor_bench::settings::Settings;
@@ -48,7 +49,11 @@ fn small_benchmarks_validate_on_every_platform_ci_has() {
     ];
     // LZ4 everywhere (OpenCL builds are slow on PoCL: one small module), Scrypt off OpenCL.
     let mut report = run(&tiny(&["lz4"], &all));
-    let scrypt = run(&tiny(&["scrypt"], &all[..3]));
+    // Scrypt with continuations forced on cpu: its slow calls are checked below.
+    let scrypt = run(&Settings {
+        cpu_calls: CallMode::Continuations,
+        ..tiny(&["scrypt"], &all[..3])
+    });
     for p in &report.platforms {
         let wanted = all.iter().any(|a| a.key() == p.platform);
         assert_eq!(p.available, wanted, "{}: {}", p.platform, p.detail);
@@ -82,7 +87,8 @@ fn small_benchmarks_validate_on_every_platform_ci_has() {
             assert!(phases.slow_calls >= phases.hypercalls, "{phases:?}");
         }
     }
-    // Scrypt's Rust code makes slow calls beyond its hypercalls (functions that can panic).
+    // With continuations, Scrypt's Rust code makes slow calls beyond its hypercalls (functions
+    // that can panic).
     let cpu = scrypt.benchmarks[0]
         .runs
         .iter()
@@ -204,7 +210,7 @@ fn a_wrong_module_fails_validation_and_gets_no_number() {
 }
 
 #[test]
-fn microbenchmarks_measure_copies_transfers_and_slow_calls_on_cpu() {
+fn microbenchmarks_measure_copies_transfers_slow_calls_and_wasm2c_on_cpu() {
     let mut settings = tiny(&["lz4"], &[Platform::Native, Platform::Cpu]);
     settings.micro = true;
     let (kernels, _) = warpvisor_bench::platform::open(&settings);
@@ -229,6 +235,13 @@ fn microbenchmarks_measure_copies_transfers_and_slow_calls_on_cpu() {
         .transfer
         .iter()
         .all(|t| t.gb_per_s > 0.0 && t.service_gb_per_s >= t.gb_per_s));
+    // wasm2c's build ran each program and agreed with the kernel's result (run() checks).
+    let programs: Vec<&str> = m.wasm2c.iter().map(|r| r.program).collect();
+    assert_eq!(programs, ["recursive", "indirect", "memory"]);
+    for r in &m.wasm2c {
+        assert!(r.warpvisor_s > 0.0 && r.wasm2c_s > 0.0, "{r:?}");
+        assert!((r.ratio - r.warpvisor_s / r.wasm2c_s).abs() < 1e-9, "{r:?}");
+    }
 }
 
 #[test]

@@ -156,7 +156,8 @@ fn endless_recursion_traps_only_its_vm_in_both_modes() {
 
 #[test]
 fn the_native_stack_follows_stack_words() {
-    // A small budget traps where a large one does not: the floor is --stack-words × 8 bytes.
+    // A small budget traps where a large one does not: the floor is --stack-words × 64 bytes
+    // below the launch (at most the worker's stack less the host's reserve).
     let deep = r#"(module (func $d (export "deep") (param i32) (result i32)
         (if (result i32) (i32.eqz (local.get 0)) (then (i32.const 0))
           (else (i32.add (i32.const 1) (call $d (i32.sub (local.get 0) (i32.const 1))))))))"#;
@@ -175,10 +176,10 @@ fn the_native_stack_follows_stack_words() {
         f.invoke("deep", &[vec![Value::I32(5_000)], vec![Value::I32(5)]])
             .unwrap()
     };
-    let small = run(1 << 10); // 8 KiB
+    let small = run(1 << 10); // 64 KiB
     assert_eq!(small[0], Outcome::Trapped(TrapKind::StackOverflow));
     assert_eq!(small[1], Outcome::Returned(vec![Value::I32(5)]));
-    let large = run(1 << 20); // 8 MiB
+    let large = run(1 << 20); // 64 MiB, capped at the worker's 56 MiB
     assert_eq!(large[0], Outcome::Returned(vec![Value::I32(5_000)]));
 }
 

@@ -88,7 +88,8 @@ fn parse(stderr: &str) -> Report {
                 assert_eq!(n.len(), 4, "{line}");
                 r.moved = Some((n[0], n[1], n[2], n[3]));
             }
-            "continuations" => {}
+            // Counts, not time.
+            "slow calls" => {}
             "unaccounted" => r.unaccounted = seconds(rest).unwrap(),
             _ => {
                 let s = seconds(rest).unwrap_or_else(|| panic!("no seconds: {line}"));

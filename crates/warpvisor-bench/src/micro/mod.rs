@@ -5,11 +5,14 @@
 //! - [`transfer`]: hypercall transfer bandwidth, each VM echoing 4 KiB to 256 KiB through
 //!   `fd_read` and `fd_write`;
 //! - [`slow_call`]: what one call through the trampoline costs over a plain call, which turns
-//!   the benchmarks' slow-call counts into an estimate of continuation save/restore time.
+//!   the benchmarks' slow-call counts into an estimate of continuation save/restore time;
+//! - [`wasm2c`]: the `cpu` kernels against wabt's wasm2c built with the same compiler and
+//!   flags, on recursive calls, indirect calls and a memory-bound loop.
 
 pub mod memcopy;
 pub mod slow_call;
 pub mod transfer;
+pub mod wasm2c;
 
 use std::sync::Arc;
 
@@ -29,6 +32,8 @@ pub struct MicroResults {
     pub memcopy: Vec<memcopy::MemcopyResult>,
     /// Hypercall transfer bandwidth per backend and size.
     pub transfer: Vec<transfer::TransferResult>,
+    /// `cpu` kernels against wasm2c, per program.
+    pub wasm2c: Vec<wasm2c::Wasm2cResult>,
     /// Measurements that failed, with why.
     pub errors: Vec<String>,
 }
@@ -84,6 +89,20 @@ pub fn run_all(
         }
         if !settings.micro {
             continue;
+        }
+        if k.kernel.dialect == warpvisor::codegen::Dialect::C {
+            match wasm2c::run(k, settings.quick) {
+                Ok(rows) => {
+                    for r in &rows {
+                        progress(&format!(
+                            "  wasm2c, {}: warpvisor {:.3} s, wasm2c {:.3} s ({:.2}x)",
+                            r.program, r.warpvisor_s, r.wasm2c_s, r.ratio
+                        ));
+                    }
+                    m.wasm2c.extend(rows);
+                }
+                Err(e) => m.errors.push(format!("wasm2c comparison on {key}: {e}")),
+            }
         }
         let peak = match memcopy::peak(k, vms) {
             Ok(p) => p,

@@ -225,6 +225,19 @@ fn micro_tables(out: &mut String, m: &MicroResults) {
             "\nFleet execution time divided by the calls of all VMs (they run at once).\n\n",
         );
     }
+    if !m.wasm2c.is_empty() {
+        out.push_str("### Against wasm2c (one VM; wabt's wasm2c built with the kernels' compiler and flags)\n\n| Program | Work | Platform | Calls | warpvisor (s) | wasm2c (s) | warpvisor / wasm2c |\n|---|---|---|---|---:|---:|---:|\n");
+        for r in &m.wasm2c {
+            let _ = writeln!(
+                out,
+                "| {} | {} ({}) | `{}` | {} | {:.4} | {:.4} | {:.2}× |",
+                r.program, r.what, r.arg, r.platform, r.calls, r.warpvisor_s, r.wasm2c_s, r.ratio
+            );
+        }
+        out.push_str(
+            "\nBest of three runs each; the results of both sides are compared first.\n\n",
+        );
+    }
     for p in &m.peak_copy {
         let rows: Vec<_> = m
             .memcopy

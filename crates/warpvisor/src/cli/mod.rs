@@ -98,7 +98,8 @@ pub struct FleetArgs {
     #[arg(long = "max-memory", default_value_t = 256, value_name = "PAGES",
           value_parser = clap::value_parser!(u32).range(0..=MAX_MEMORY_PAGES as i64))]
     pub max_memory: u32,
-    /// Call-stack words (8 bytes each) per VM for continuation frames, at most 16777216.
+    /// Call-stack words (8 bytes each) per VM for continuation frames, at most 16777216; with
+    /// direct calls, 64 bytes of native stack each (within the worker's 56 MiB).
     #[arg(long, default_value_t = 1 << 16, value_name = "WORDS",
           value_parser = clap::value_parser!(u32).range(0..=MAX_STACK_WORDS as i64))]
     pub stack_words: u32,
@@ -126,7 +127,7 @@ pub struct FleetArgs {
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
     /// How kernels make calls that may leave the device: `direct` (imports served while the
-    /// kernel waits, native recursion within --stack-words × 8 bytes of stack; cpu only) or
+    /// kernel waits, native recursion within --stack-words × 64 bytes of stack; cpu only) or
     /// `continuations` (every device). Default: direct on cpu, continuations elsewhere.
     #[arg(long, value_name = "MODE", value_parser = parse_calls)]
     pub calls: Option<CallMode>,

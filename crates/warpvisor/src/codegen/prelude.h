@@ -27,11 +27,17 @@ WV_FN uint64_t wv_cell(const wv_fleet *f, uint32_t vm, uint64_t ea) {
 WV_FN uint64_t wv_bytes_get(const uint8_t *p, uint32_t n) { uint64_t v = 0; __builtin_memcpy(&v, p, n); return v; }
 WV_FN void wv_bytes_put(uint8_t *p, uint32_t n, uint64_t v) { __builtin_memcpy(p, &v, n); }
 #else
+/* Guest memory is read and written in words of every width over the same bytes, so its word
+ * types must alias each other: C's aliasing rules would let a device compiler's type-based
+ * alias analysis reorder a 4-byte store and an 8-byte load of the same bytes. */
+typedef uint64_t __attribute__((may_alias)) wv_word64;
+typedef uint32_t __attribute__((may_alias)) wv_word32;
+typedef uint16_t __attribute__((may_alias)) wv_word16;
 WV_FN uint64_t wv_bytes_get(WV_GLOBAL const uint8_t *p, uint32_t n) {
   if (((uint64_t)p & (n - 1)) == 0) {
-    if (n == 8) return *(WV_GLOBAL const uint64_t *)p;
-    if (n == 4) return *(WV_GLOBAL const uint32_t *)p;
-    if (n == 2) return *(WV_GLOBAL const uint16_t *)p;
+    if (n == 8) return *(WV_GLOBAL const wv_word64 *)p;
+    if (n == 4) return *(WV_GLOBAL const wv_word32 *)p;
+    if (n == 2) return *(WV_GLOBAL const wv_word16 *)p;
     return *p;
   }
   uint64_t v = 0;
@@ -40,9 +46,9 @@ WV_FN uint64_t wv_bytes_get(WV_GLOBAL const uint8_t *p, uint32_t n) {
 }
 WV_FN void wv_bytes_put(WV_GLOBAL uint8_t *p, uint32_t n, uint64_t v) {
   if (((uint64_t)p & (n - 1)) == 0) {
-    if (n == 8) { *(WV_GLOBAL uint64_t *)p = v; return; }
-    if (n == 4) { *(WV_GLOBAL uint32_t *)p = (uint32_t)v; return; }
-    if (n == 2) { *(WV_GLOBAL uint16_t *)p = (uint16_t)v; return; }
+    if (n == 8) { *(WV_GLOBAL wv_word64 *)p = v; return; }
+    if (n == 4) { *(WV_GLOBAL wv_word32 *)p = (uint32_t)v; return; }
+    if (n == 2) { *(WV_GLOBAL wv_word16 *)p = (uint16_t)v; return; }
     *p = (uint8_t)v;
     return;
   }
@@ -338,7 +344,7 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
 #if WV_INTERLEAVE == 0 && WV_HOST
   __builtin_memset(f->mem + wv_cell(f, vm, 0), 0, clear);
 #elif WV_INTERLEAVE == 0
-  for (uint64_t i = 0; i < clear / 8; i++) ((WV_GLOBAL uint64_t *)(f->mem + wv_cell(f, vm, 0)))[i] = 0;
+  for (uint64_t i = 0; i < clear / 8; i++) ((WV_GLOBAL wv_word64 *)(f->mem + wv_cell(f, vm, 0)))[i] = 0;
 #else
   for (uint64_t c = 0; c < clear; c += WV_INTERLEAVE) wv_bytes_put(f->mem + wv_cell(f, vm, c), WV_INTERLEAVE, 0);
 #endif

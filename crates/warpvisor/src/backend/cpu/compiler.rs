@@ -65,7 +65,10 @@ impl CCompiler {
         &self.identity
     }
 
-    fn flags(options: &KernelOptions) -> Vec<String> {
+    /// The flags a kernel built with `options` is compiled with (a shared object: `-shared
+    /// -fPIC` among them). Other C that must be compared with kernels fairly (wasm2c's, in the
+    /// benchmarks) uses the same.
+    pub fn flags(options: &KernelOptions) -> Vec<String> {
         let mut f: Vec<String> = FLAGS.iter().map(|s| s.to_string()).collect();
         f.push(format!("-O{}", options.opt_level.min(3)));
         if options.calls == CallMode::Direct {

@@ -16,6 +16,13 @@ use crate::vmm::VmMemory;
 /// only as deep as a VM recurses.
 pub const WORKER_STACK_BYTES: usize = 64 << 20;
 
+/// Native stack bytes a VM may use per word of its continuation stack (`stack_words`). A
+/// continuation frame keeps only the values live across a call; a native C frame also holds
+/// spilled temporaries, saved registers and the return address, and at `-O0` every local has
+/// its own slot: rust-recurse's 1,820-deep chain, which wasmtime runs in its 512 KiB, needed more
+/// than 8 bytes per word at `-O0`. The default (65,536 words) gives 4 MiB.
+pub const NATIVE_BYTES_PER_STACK_WORD: u64 = 64;
+
 /// Stack kept below the deepest VM frame for the host's import service (WASI's functions,
 /// the Rust runtime) and the C library.
 const HOST_RESERVE_BYTES: u64 = 8 << 20;

@@ -19,7 +19,7 @@ use super::{
 use crate::abi::{FleetShape, HostLaunch, HostServices};
 use crate::codegen::{CallMode, KernelOptions};
 
-pub use direct::WORKER_STACK_BYTES;
+pub use direct::{NATIVE_BYTES_PER_STACK_WORD, WORKER_STACK_BYTES};
 
 /// `void wv_launch(const wv_fleet *f, uint32_t first, uint32_t end, uint32_t step)` and
 /// `wv_reset_launch` (same parameters).
@@ -174,9 +174,9 @@ impl Kernel for CpuKernel {
         if !self.direct {
             return self.run(self.launch, fleet, HostServices::default(), 0);
         }
-        // The VMs' call stack is native here: as many bytes as their continuation stacks.
+        // The VMs' call stack is native here, in proportion to their continuation stacks.
         let layout = fleet.shape().layout;
-        let budget = layout.stack_words as u64 * 8;
+        let budget = layout.stack_words as u64 * direct::NATIVE_BYTES_PER_STACK_WORD;
         let abi = fleet.abi();
         direct::with_services(&abi, layout, imports, |services| {
             self.run(self.launch, fleet, services, budget)
