@@ -240,6 +240,9 @@ shared_struct! {
         host: u64,
         /// Lowest native stack address a VM's frame may use (direct calls), set per worker.
         stack_floor: u64,
+        /// Where a trap in the running VM's fastcalls jumps to (direct calls): the kernel's
+        /// own unwind point, set by the kernel for each VM it starts.
+        unwind: u64,
     }
 }
 

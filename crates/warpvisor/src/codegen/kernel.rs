@@ -380,7 +380,9 @@ fn direct_import(ctx: &ModuleContext<'_, '_>, import: u32) -> String {
 fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
     let ty = ctx.module.func_type(func);
     let mut out = format!("WV_FUNC void wv_e{func}(wv_fleet *f, uint32_t vm) {{\n");
-    out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  uint32_t fp = v->fp;\n");
+    out.push_str(
+        "  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  uint32_t fp = v->fp;\n  WV_UNWIND_POINT();\n",
+    );
     let args: Vec<String> = ty
         .params()
         .iter()

@@ -92,6 +92,7 @@ pub(super) fn with_services<R>(
     body(HostServices {
         host: &calls as *const HostCalls as u64,
         stack_floor: 0,
+        unwind: 0,
     })
 }
 

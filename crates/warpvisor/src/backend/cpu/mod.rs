@@ -23,7 +23,7 @@ pub use direct::{NATIVE_BYTES_PER_STACK_WORD, WORKER_STACK_BYTES};
 
 /// `void wv_launch(const wv_fleet *f, uint32_t first, uint32_t end, uint32_t step)` and
 /// `wv_reset_launch` (same parameters).
-pub type LaunchFn = unsafe extern "C" fn(*const HostLaunch, u32, u32, u32);
+pub type LaunchFn = unsafe extern "C" fn(*mut HostLaunch, u32, u32, u32);
 
 /// The `cpu` backend.
 pub struct CpuBackend {
@@ -132,7 +132,8 @@ impl CpuKernel {
             mine.services.stack_floor = direct::stack_floor(stack_budget);
             // SAFETY: `abi` points into `fleet`, which outlives the call; each worker
             // touches only its own VMs.
-            unsafe { entry(&mine, first, end, step) };
+            // The kernel writes only the copy's `unwind`.
+            unsafe { entry(&mut mine, first, end, step) };
         };
         let n = abi.fleet.num_vms;
         if (n <= 1 && !self.direct) || self.pool.is_worker() {
