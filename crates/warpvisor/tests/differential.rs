@@ -311,9 +311,44 @@ fn compare(
 /// CI runs: they were found by the full 0..10000 run.
 const POCL_MISCOMPILED: &[u64] = &[162, 208, 269, 328, 363, 365, 414, 486, 1001];
 
+/// Runs `range` on `backend`. With direct calls, a VM recurses on a native stack of
+/// `stack_words` × `NATIVE_BYTES_PER_STACK_WORD` bytes, and wasmtime gets the same budget
+/// instead of its default 512 KiB (on a thread with room for it): how deep either recursion
+/// goes before its stack runs out is each compiler's frame size, not WebAssembly's semantics.
+/// Seed 1709 showed it: wasmtime overflowed 512 KiB before the generator's fuel ran out, while
+/// warpvisor's native frames, smaller, ran out of fuel (`unreachable`) first.
 fn run_range(backend: &str, calls: CallMode, range: std::ops::Range<u64>) {
+    let wasm_stack = match calls {
+        CallMode::Direct => Some(
+            FleetConfig::default().stack_words as usize
+                * warpvisor::backend::cpu::NATIVE_BYTES_PER_STACK_WORD as usize,
+        ),
+        CallMode::Continuations => None,
+    };
+    let backend = backend.to_string();
+    let thread = std::thread::Builder::new()
+        .stack_size(wasm_stack.unwrap_or(0) + (8 << 20))
+        .spawn(move || run_range_here(&backend, calls, range, wasm_stack))
+        .expect("test thread");
+    if let Err(panic) = thread.join() {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn run_range_here(
+    backend: &str,
+    calls: CallMode,
+    range: std::ops::Range<u64>,
+    wasm_stack: Option<usize>,
+) {
     let mut config = wasmtime::Config::new();
     config.wasm_simd(false).wasm_relaxed_simd(false);
+    if let Some(bytes) = wasm_stack {
+        // wasmtime requires the async stacks (unused here) to be at least as large.
+        config
+            .async_stack_size(bytes + (1 << 20))
+            .max_wasm_stack(bytes);
+    }
     let engine = Engine::new(&config).expect("wasmtime engine");
     let mut failures = Vec::new();
     let mut compared = 0;
