@@ -180,11 +180,17 @@ pub struct Wasm2cResult {
 pub fn run(k: &KernelPlatform, quick: bool) -> Result<Vec<Wasm2cResult>, String> {
     let dir = std::env::temp_dir().join(format!("warpvisor-wasm2c-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let cc = CCompiler::detect().map_err(|e| e.to_string())?;
+    // The kernels' flags, less the one that makes a shared object.
+    let flags: Vec<String> = CCompiler::flags(&k.kernel)
+        .into_iter()
+        .filter(|f| f != "-shared")
+        .collect();
     let result = PROGRAMS
         .iter()
         .map(|p| {
             let arg = if quick { p.arg.1 } else { p.arg.0 };
-            let (theirs, wasm2c_s) = on_wasm2c(&dir, p, arg, k)?;
+            let (theirs, wasm2c_s) = on_wasm2c(&dir, p, arg, cc.path(), &flags)?;
             let (ours, warpvisor_s) = on_warpvisor(k, p, arg)?;
             if ours != theirs {
                 return Err(format!(
@@ -235,19 +241,21 @@ fn on_warpvisor(k: &KernelPlatform, p: &MicroProgram, arg: i32) -> Result<(u32, 
     Ok((result, best))
 }
 
-/// `run(arg)` translated by wasm2c and built with the kernels' compiler and flags: its result
+/// `run(arg)` translated by wasm2c and built by `cc` with `flags` (the kernels'): its result
 /// and best time.
 fn on_wasm2c(
     dir: &Path,
     p: &MicroProgram,
     arg: i32,
-    k: &KernelPlatform,
+    cc: &str,
+    flags: &[String],
 ) -> Result<(u32, f64), String> {
-    let wasm = wat::parse_str(p.wat).map_err(|e| format!("{}: {e}", p.name))?;
+    let wasm =
+        warpvisor::frontend::to_binary(p.wat.as_bytes()).map_err(|e| format!("{}: {e}", p.name))?;
     let base = dir.join(p.name);
     std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
     let file = |name: &str| -> PathBuf { base.join(name) };
-    std::fs::write(file("bench.wasm"), wasm).map_err(|e| e.to_string())?;
+    std::fs::write(file("bench.wasm"), &wasm).map_err(|e| e.to_string())?;
     std::fs::write(file("main.c"), HARNESS).map_err(|e| e.to_string())?;
     command(
         Command::new("wasm2c")
@@ -256,15 +264,9 @@ fn on_wasm2c(
             .arg(file("bench.c")),
         "wasm2c (Debian: apt-get install wabt)",
     )?;
-    let cc = CCompiler::detect().map_err(|e| e.to_string())?;
-    // The kernels' flags, less the two that make a shared object.
-    let flags: Vec<String> = CCompiler::flags(&k.kernel)
-        .into_iter()
-        .filter(|f| f != "-shared")
-        .collect();
     command(
-        Command::new(cc.path())
-            .args(&flags)
+        Command::new(cc)
+            .args(flags)
             .arg(format!("-I{RUNTIME_DIR}"))
             .arg(file("main.c"))
             .arg(file("bench.c"))
@@ -351,7 +353,9 @@ mod tests {
         let want = [55 + 177, indirect(1000), memory(3)];
         let args = [10, 1000, 3];
         for ((p, want), arg) in PROGRAMS.iter().zip(want).zip(args) {
-            let binary = wat::parse_str(p.wat).unwrap();
+            let binary = warpvisor::frontend::to_binary(p.wat.as_bytes())
+                .unwrap()
+                .into_owned();
             let (out, _) = backend
                 .invoke(&binary, "run", 16, &[vec![Value::I32(arg)]])
                 .unwrap();

@@ -366,7 +366,7 @@ impl FleetShape {
 }
 
 /// Where each part of the instantiation image lives (a word array the reset entry reads): the
-/// bytes of memory to clear, the initial pages, each global's initial word, each table's
+/// initial pages, each global's initial word, each table's
 /// initial size, and three words per segment (mode, offset, target table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ImageLayout {
@@ -386,12 +386,9 @@ pub mod segment_mode {
 }
 
 impl ImageLayout {
-    /// Word: bytes of each VM's memory to clear at least; each VM also clears up to its own
-    /// memory size, all that its earlier runs may have written.
-    pub const CLEAR: usize = 0;
     /// Word: initial memory pages.
-    pub const PAGES: usize = 1;
-    const GLOBALS: usize = 2;
+    pub const PAGES: usize = 0;
+    const GLOBALS: usize = 1;
 
     /// Word of global `g`'s initial value.
     pub fn global(&self, g: u32) -> usize {
@@ -416,11 +413,10 @@ impl ImageLayout {
     /// The C macros the reset entry reads the image with.
     pub(super) fn c_macros() -> String {
         format!(
-            "#define WV_IMG_CLEAR {}\n#define WV_IMG_PAGES {}\n#define WV_IMG_GLOBAL(g) ({} + (g))\n\
+            "#define WV_IMG_PAGES {}\n#define WV_IMG_GLOBAL(g) ({} + (g))\n\
              #define WV_IMG_TABLE_SIZE(t) ({} + WV_NUM_GLOBALS + (t))\n\
              #define WV_IMG_SEGMENT(s) ({} + WV_NUM_GLOBALS + WV_NUM_TABLES + 3 * (s)) /* mode, offset, table */\n\
              #define WV_SEGMENT_PASSIVE {}u\n#define WV_SEGMENT_DECLARED {}u\n#define WV_SEGMENT_ACTIVE {}u\n",
-            Self::CLEAR,
             Self::PAGES,
             Self::GLOBALS,
             Self::GLOBALS,

@@ -354,11 +354,11 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
   WV_GLOBAL wv_vm *v = &f->vms[vm];
   uint64_t limit = (uint64_t)f->max_pages << 16;
   /* The VM can have written only below its memory's size at the end of its last run (memory
-   * never shrinks; pages above it were cleared by an earlier reset or never touched): clear
-   * that much, and at least what the host asks. */
+   * never shrinks; pages above it were cleared by an earlier reset or never touched, and a
+   * fleet's buffers start zeroed): clear that much and no more, so pages a VM never used are
+   * never written (they stay out of the resident set). */
   uint64_t used = (uint64_t)v->mem_pages << 16;
-  uint64_t clear = img[WV_IMG_CLEAR] > used ? img[WV_IMG_CLEAR] : used;
-  clear = clear < limit ? clear : limit;
+  uint64_t clear = used < limit ? used : limit;
   uint64_t pages = img[WV_IMG_PAGES] < f->max_pages ? img[WV_IMG_PAGES] : f->max_pages;
 #if WV_INTERLEAVE == 0 && WV_HOST
   __builtin_memset(f->mem + wv_cell(f, vm, 0), 0, clear);

@@ -69,18 +69,13 @@ impl Fleet {
         self.run_start()
     }
 
-    /// The image words: what to clear, initial pages, globals, table sizes, and each segment's
+    /// The image words: initial pages, globals, table sizes, and each segment's
     /// mode, offset and table. Fails as instantiation would (segments out of bounds, element
     /// segments first).
     fn image(&self, globals: &[Value]) -> Result<Vec<u64>, VmmError> {
         let m = &self.program.module;
         let img = self.storage.shape().image();
         let mut words = vec![0u64; img.words()];
-        // Nothing beyond what each VM clears itself (wv_reset_vm: up to its memory size at the
-        // end of its last run). Fleet buffers start zeroed, so a VM that never ran has nothing
-        // to clear, and clearing its initial pages anyway would make them all resident (64 VMs
-        // of 2 MiB: 128 MB written for nothing).
-        words[crate::abi::ImageLayout::CLEAR] = 0;
         words[crate::abi::ImageLayout::PAGES] = self.initial_pages as u64;
         for (g, v) in globals.iter().enumerate() {
             words[img.global(g as u32)] = v.to_word();
