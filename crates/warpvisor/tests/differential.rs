@@ -7,7 +7,8 @@
 //! acceptance range on `cpu`; `WARPVISOR_DIFF_SEEDS_OPENCL` sets the `opencl` range. The
 //! `WARPVISOR_DIFF_SEEDS_DIRECT` sets the range run on `cpu` with direct calls. The
 //! defaults are small samples for CI. Seed `s` runs with interleave `[0, 4, 8][s % 3]`, and odd
-//! seeds with the kernel split into small partitions.
+//! seeds with the kernel split into small partitions. `WARPVISOR_DIFF_DUMP=DIR` writes every
+//! module compared into `DIR` (failing ones always go to the target's `diff-failures`).
 
 mod common;
 
@@ -361,6 +362,12 @@ fn run_range_here(
             continue;
         }
         compared += 1;
+        if let Some(dir) = std::env::var_os("WARPVISOR_DIFF_DUMP") {
+            let _ = std::fs::write(
+                std::path::Path::new(&dir).join(format!("{seed}.wasm")),
+                &wasm,
+            );
+        }
         if let Err(e) = compare(seed, &wasm, &engine, backend, calls) {
             let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("diff-failures");
             let _ = std::fs::create_dir_all(&dir);

@@ -54,9 +54,27 @@ fn unavailable(reason: impl Into<String>) -> BackendError {
 /// platforms and devices at once, as tests that each open a backend do.
 static ENUMERATE_LOCK: Mutex<()> = Mutex::new(());
 
+/// PoCL's switch for the SIGFPE handler it installs process-wide when it first lists its
+/// devices. That handler steps over a faulting integer division on *any* thread, so after it a
+/// `wasmtime` instance's `i32.div_s` by zero (the oracle, the fallback backend) returns garbage
+/// instead of trapping: a CI run of the differential test saw exactly that. warpvisor's kernels
+/// check every divisor themselves and never need it.
+const POCL_SIGFPE_SWITCH: &str = "POCL_SIGFPE_HANDLER";
+
+/// Turns PoCL's SIGFPE handler off before PoCL first initialises, unless the user chose.
+fn keep_sigfpe_for_wasmtime() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os(POCL_SIGFPE_SWITCH).is_none() {
+            std::env::set_var(POCL_SIGFPE_SWITCH, "0");
+        }
+    });
+}
+
 /// Every OpenCL device of every platform, or why there are none.
 pub fn devices() -> Result<Vec<(DeviceInfo, Device)>, BackendError> {
     let _one_at_a_time = ENUMERATE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    keep_sigfpe_for_wasmtime();
     // An explicit OPENCL_DYLIB_PATH is the library the user wants: if none of its entries
     // loads, OpenCL is unavailable (cl3 would otherwise fall back to the system library).
     if let Ok(paths) = std::env::var("OPENCL_DYLIB_PATH") {
