@@ -15,6 +15,7 @@ pub mod frontend;
 pub mod jobs;
 pub mod layout;
 pub mod limits;
+pub mod ptx;
 pub mod runner;
 pub mod vmm;
 pub mod wasi;

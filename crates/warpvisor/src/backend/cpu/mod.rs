@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 pub use compiler::CCompiler;
 pub use fleet::CpuFleet;
-use pool::WorkerPool;
+pub(crate) use pool::WorkerPool;
 
 use super::{
     downcast, Backend, BackendError, DeviceFleet, ImportService, Kernel, LaunchTimes, VmmOnly,

@@ -1,0 +1,394 @@
+//! PTX module → C for the host: one function per kernel that runs one CTA with its threads
+//! fused (Ocelot's thread fusion), module variables as C arrays, and the runtime in
+//! `prelude.h`. Each PTX instruction becomes one C line (a few for vectors), preceded by the
+//! instruction as a comment where it is not obvious.
+//!
+//! A kernel's body runs for one thread at a time between *split points* (`bar.sync`, warp
+//! operations, the end). At a split point the thread saves its registers in its spill slot,
+//! records where it stopped, and the next thread runs; the dispatch `switch` at the top of the
+//! thread loop brings a resumed thread back to the instruction after its split point.
+
+mod arith;
+mod ops;
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use super::ast::{Function, PtxModule, Scalar, Space, Statement, Variable};
+use super::PtxError;
+
+/// The runtime every translated module starts with.
+pub const PRELUDE: &str = include_str!("../prelude.h");
+
+/// A translated module: C source and what the host needs to launch each kernel.
+#[derive(Debug, Clone)]
+pub struct CSource {
+    /// The C translation unit.
+    pub code: String,
+    /// The kernels, in module order.
+    pub kernels: Vec<KernelInfo>,
+    /// Module variables (`.global`, `.const`) the host can look up by name.
+    pub globals: Vec<GlobalInfo>,
+}
+
+/// How to launch one kernel.
+#[derive(Debug, Clone)]
+pub struct KernelInfo {
+    /// The PTX name.
+    pub name: String,
+    /// Its CTA entry point in the C (`wvp_cta_N`); `wvp_spill_bytes_N` is the size of one
+    /// thread's register set.
+    pub index: usize,
+    /// Parameters: offset and size in the parameter buffer, in order.
+    pub params: Vec<ParamSlot>,
+    /// Size of the parameter buffer.
+    pub param_bytes: u64,
+    /// Static shared memory per CTA (dynamic shared memory starts here, 16-aligned).
+    pub static_shared: u64,
+    /// Local memory per thread (`.local` variables).
+    pub local_bytes: u64,
+}
+
+/// One kernel parameter's place in the parameter buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamSlot {
+    /// Byte offset.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// A module variable: its C symbol (`wvp_gN`) and size.
+#[derive(Debug, Clone)]
+pub struct GlobalInfo {
+    /// PTX name.
+    pub name: String,
+    /// C symbol exported by the object.
+    pub symbol: String,
+    /// Size in bytes.
+    pub bytes: u64,
+}
+
+fn align_up(x: u64, a: u64) -> u64 {
+    x.div_ceil(a.max(1)) * a.max(1)
+}
+
+/// Translates every kernel of `module`.
+pub fn emit(module: &PtxModule) -> Result<CSource, PtxError> {
+    let mut code = String::from(PRELUDE);
+    let mut globals = Vec::new();
+    let mut symbols = HashMap::new();
+    code.push_str("\n/* ---- module variables ---- */\n");
+    for (i, v) in module.variables.iter().enumerate() {
+        if matches!(v.space, Space::Global | Space::Const) {
+            let symbol = format!("wvp_g{i}");
+            let bytes = v.bytes().max(1);
+            let init: Vec<String> = v.init.iter().map(|b| b.to_string()).collect();
+            let _ = writeln!(
+                code,
+                "/* .{} {} (line {}) */\nWVP_EXPORT uint8_t {symbol}[{bytes}] __attribute__((aligned({}))) = {{{}}};",
+                if v.space == Space::Global { "global" } else { "const" },
+                v.name,
+                v.line,
+                v.align.max(1),
+                if init.is_empty() { "0".into() } else { init.join(", ") }
+            );
+            globals.push(GlobalInfo {
+                name: v.name.clone(),
+                symbol: symbol.clone(),
+                bytes,
+            });
+            symbols.insert(v.name.clone(), symbol);
+        }
+    }
+    let mut kernels = Vec::new();
+    for f in &module.functions {
+        if !f.is_entry {
+            if f.body.is_some() {
+                return Err(PtxError::Unsupported {
+                    line: f.line,
+                    what: format!("device function `{}` (calls are not supported yet)", f.name),
+                });
+            }
+            continue;
+        }
+        let index = kernels.len();
+        let info = KernelEmitter::new(module, f, index, &symbols)?.emit(&mut code)?;
+        kernels.push(info);
+    }
+    Ok(CSource {
+        code,
+        kernels,
+        globals,
+    })
+}
+
+/// Where a named variable lives, for the kernel being translated.
+#[derive(Debug, Clone)]
+enum Place {
+    /// Offset in the CTA's shared memory.
+    Shared(u64),
+    /// Offset in the thread's local depot.
+    Local(u64),
+    /// Offset in the parameter buffer.
+    Param(u64),
+    /// A module variable's C symbol.
+    Global(String),
+}
+
+/// Translates one kernel.
+struct KernelEmitter<'a> {
+    function: &'a Function,
+    index: usize,
+    /// Register name → (C name, type).
+    registers: HashMap<String, (String, Scalar)>,
+    places: HashMap<String, Place>,
+    params: Vec<ParamSlot>,
+    param_bytes: u64,
+    static_shared: u64,
+    local_bytes: u64,
+    /// Split points so far (resume ids 1..).
+    splits: u32,
+    /// Whether a carry-flag instruction occurs (declares `wvp_cc`).
+    uses_carry: bool,
+    /// `.branchtargets` tables by name.
+    tables: HashMap<String, Vec<String>>,
+}
+
+const C_KEYWORDS: &[&str] = &[
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "asm", "typeof",
+];
+
+/// The C spelling of a PTX name (registers, labels): `$` becomes `S`, and names that could
+/// clash with C or the runtime get a prefix.
+pub(crate) fn c_name(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                'S'
+            }
+        })
+        .collect();
+    if C_KEYWORDS.contains(&s.as_str())
+        || s.starts_with("wvp")
+        || s.starts_with(|c: char| c.is_ascii_digit())
+    {
+        format!("r_{s}")
+    } else {
+        s
+    }
+}
+
+/// The C type holding a PTX scalar.
+pub(crate) fn c_type(t: Scalar) -> &'static str {
+    match t {
+        Scalar::B(8) | Scalar::U(8) => "uint8_t",
+        Scalar::S(8) => "int8_t",
+        Scalar::B(16) | Scalar::U(16) => "uint16_t",
+        Scalar::S(16) => "int16_t",
+        Scalar::B(32) | Scalar::U(32) | Scalar::Pred => "uint32_t",
+        Scalar::S(32) => "int32_t",
+        Scalar::S(64) => "int64_t",
+        Scalar::F(32) => "float",
+        Scalar::F(64) => "double",
+        _ => "uint64_t",
+    }
+}
+
+impl<'a> KernelEmitter<'a> {
+    fn new(
+        module: &PtxModule,
+        function: &'a Function,
+        index: usize,
+        symbols: &HashMap<String, String>,
+    ) -> Result<Self, PtxError> {
+        let mut registers = HashMap::new();
+        for r in &function.registers {
+            if r.ty == Scalar::F(16) {
+                return Err(PtxError::Unsupported {
+                    line: function.line,
+                    what: format!("register %{} of type .f16", r.name),
+                });
+            }
+            registers.insert(r.name.clone(), (c_name(&r.name), r.ty));
+        }
+        let mut places = HashMap::new();
+        for (name, sym) in symbols {
+            places.insert(name.clone(), Place::Global(sym.clone()));
+        }
+        let mut params = Vec::new();
+        let mut param_bytes = 0;
+        for p in &function.params {
+            let offset = align_up(param_bytes, p.align as u64);
+            params.push(ParamSlot {
+                offset,
+                size: p.bytes(),
+            });
+            param_bytes = offset + p.bytes();
+            places.insert(p.name.clone(), Place::Param(offset));
+        }
+        // Shared memory: the module's static variables, then the kernel's; unsized (extern)
+        // arrays all start where dynamic shared memory does.
+        let mut shared = 0u64;
+        let mut dynamic = Vec::new();
+        let mut local = 0u64;
+        let vars: Vec<&Variable> = module.variables.iter().chain(&function.variables).collect();
+        for v in vars {
+            match (v.space, v.count) {
+                (Space::Shared, None) => dynamic.push(v.name.clone()),
+                (Space::Shared, Some(_)) => {
+                    shared = align_up(shared, v.align as u64);
+                    places.insert(v.name.clone(), Place::Shared(shared));
+                    shared += v.bytes();
+                }
+                (Space::Local, _) => {
+                    local = align_up(local, v.align as u64);
+                    places.insert(v.name.clone(), Place::Local(local));
+                    local += v.bytes();
+                }
+                (Space::Param, _) => {
+                    return Err(PtxError::Unsupported {
+                        line: v.line,
+                        what: format!(".param variable `{}` (calls are not supported yet)", v.name),
+                    })
+                }
+                _ => {}
+            }
+        }
+        let static_shared = align_up(shared, 16);
+        for d in dynamic {
+            places.insert(d, Place::Shared(static_shared));
+        }
+        let mut tables = HashMap::new();
+        for s in function.body.iter().flatten() {
+            if let Statement::BranchTargets(name, targets) = s {
+                tables.insert(name.clone(), targets.clone());
+            }
+        }
+        Ok(KernelEmitter {
+            function,
+            index,
+            registers,
+            places,
+            params,
+            param_bytes,
+            static_shared,
+            local_bytes: align_up(local, 16),
+            splits: 0,
+            uses_carry: false,
+            tables,
+        })
+    }
+
+    fn emit(mut self, code: &mut String) -> Result<KernelInfo, PtxError> {
+        let f = self.function;
+        let k = self.index;
+        let mut body = String::new();
+        for s in f.body.iter().flatten() {
+            match s {
+                Statement::Label(l) => {
+                    let _ = writeln!(body, "L_{}:;", c_name(l));
+                }
+                Statement::BranchTargets(..) => {}
+                Statement::Instr(i) => self.instruction(i, &mut body)?,
+            }
+        }
+        // Registers, sorted for a stable, readable translation.
+        let mut regs: Vec<&(String, Scalar)> = self.registers.values().collect();
+        regs.sort_by(|a, b| natural(&a.0).cmp(&natural(&b.0)));
+        let _ = writeln!(
+            code,
+            "\n/* ---- kernel `{}` (PTX line {}) ---- */",
+            f.name, f.line
+        );
+        let _ = writeln!(code, "typedef struct {{");
+        for (name, ty) in &regs {
+            let _ = writeln!(code, "    {} {name};", c_type(*ty));
+        }
+        if regs.is_empty() {
+            let _ = writeln!(code, "    uint32_t unused;");
+        }
+        let _ = writeln!(code, "}} wvp_regs_{k};");
+        let _ = writeln!(
+            code,
+            "WVP_EXPORT const uint64_t wvp_spill_bytes_{k} = sizeof(wvp_regs_{k});"
+        );
+        let save: Vec<String> = regs
+            .iter()
+            .map(|(n, _)| format!("wvp_s->{n} = {n};"))
+            .collect();
+        let load: Vec<String> = regs
+            .iter()
+            .map(|(n, _)| format!("{n} = wvp_s->{n};"))
+            .collect();
+        let _ = writeln!(
+            code,
+            "#define WVP_SAVE_{k}() do {{ {} }} while (0)",
+            save.join(" ")
+        );
+        let _ = writeln!(
+            code,
+            "#define WVP_LOAD_{k}() do {{ {} }} while (0)",
+            load.join(" ")
+        );
+        let _ = writeln!(
+            code,
+            "WVP_EXPORT int wvp_cta_{k}(const wvp_launch *wvp_launch_, wvp_cta *wvp_cta_) {{"
+        );
+        for (name, ty) in &regs {
+            let _ = writeln!(code, "    {} {name};", c_type(*ty));
+        }
+        if self.uses_carry {
+            let _ = writeln!(code, "    uint32_t wvp_cc = 0;");
+        }
+        let _ = writeln!(
+            code,
+            "    uint8_t *wvp_shared = wvp_cta_->shared;\n    \
+             for (;;) {{\n    for (uint32_t wvp_t = 0; wvp_t < wvp_cta_->nthreads; wvp_t++) {{\n        \
+             if (wvp_cta_->thread[wvp_t].wait != WVP_RUNNING) continue;\n        \
+             wvp_regs_{k} *wvp_s = (wvp_regs_{k} *)wvp_cta_->spill + wvp_t;\n        \
+             uint8_t *wvp_local = wvp_cta_->local + (size_t)wvp_t * {};\n        \
+             uint32_t wvp_tid_x = wvp_t % wvp_launch_->block[0];\n        \
+             uint32_t wvp_tid_y = wvp_t / wvp_launch_->block[0] % wvp_launch_->block[1];\n        \
+             uint32_t wvp_tid_z = wvp_t / wvp_launch_->block[0] / wvp_launch_->block[1];\n        \
+             (void)wvp_s; (void)wvp_local; (void)wvp_tid_x; (void)wvp_tid_y; (void)wvp_tid_z;\n        \
+             switch (wvp_cta_->thread[wvp_t].resume) {{\n        case 0: break;",
+            self.local_bytes
+        );
+        for r in 1..=self.splits {
+            let _ = writeln!(
+                code,
+                "        case {r}: WVP_LOAD_{k}(); goto wvp_resume_{r};"
+            );
+        }
+        let _ = writeln!(code, "        default: return WVP_CTA_TRAP;\n        }}");
+        code.push_str(&body);
+        let _ = writeln!(
+            code,
+            "    wvp_exit:\n        wvp_cta_->thread[wvp_t].wait = WVP_EXITED;\n    \
+             wvp_next_thread:\n        if (wvp_cta_->fault) return WVP_CTA_FAULT;\n    }}\n    int wvp_r = wvp_release(wvp_cta_);\n    \
+             if (wvp_r <= 0) return wvp_r;\n    }}\n}}"
+        );
+        Ok(KernelInfo {
+            name: f.name.clone(),
+            index: k,
+            params: self.params,
+            param_bytes: self.param_bytes,
+            static_shared: self.static_shared,
+            local_bytes: self.local_bytes,
+        })
+    }
+}
+
+/// Sort key that puts `r2` before `r10`.
+fn natural(name: &str) -> (String, u64) {
+    let digits = name.trim_start_matches(|c: char| !c.is_ascii_digit());
+    let stem = &name[..name.len() - digits.len()];
+    (stem.to_string(), digits.parse().unwrap_or(0))
+}

@@ -1,0 +1,608 @@
+//! Running translated PTX: the C object built by the `cpu` backend's compiler (and kept in its
+//! kernel cache), device memory as host allocations the runtime keeps a table of, and
+//! launches that spread CTAs over a pool of worker threads (one CTA per worker at a time).
+
+use std::cell::UnsafeCell;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::emit::{emit, CSource, KernelInfo};
+use super::{PtxError, PtxModule};
+use crate::backend::cpu::{CCompiler, WorkerPool};
+use crate::backend::ZeroedBytes;
+use crate::codegen::KernelOptions;
+
+/// A grid or block shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dim3 {
+    /// x extent.
+    pub x: u32,
+    /// y extent.
+    pub y: u32,
+    /// z extent.
+    pub z: u32,
+}
+
+impl Dim3 {
+    /// `(x, y, z)`.
+    pub fn new(x: u32, y: u32, z: u32) -> Self {
+        Dim3 { x, y, z }
+    }
+
+    /// `(x, 1, 1)`.
+    pub fn x(x: u32) -> Self {
+        Dim3 { x, y: 1, z: 1 }
+    }
+
+    fn count(self) -> u64 {
+        self.x as u64 * self.y as u64 * self.z as u64
+    }
+}
+
+/// One kernel argument.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg<'a> {
+    /// A device buffer: the kernel gets its address.
+    Buffer(&'a DeviceBuffer),
+    /// `int`.
+    I32(i32),
+    /// `unsigned`.
+    U32(u32),
+    /// `long long`.
+    I64(i64),
+    /// `unsigned long long` (also a raw device address).
+    U64(u64),
+    /// `float`.
+    F32(f32),
+    /// `double`.
+    F64(f64),
+}
+
+impl Arg<'_> {
+    fn bytes(&self) -> Vec<u8> {
+        match self {
+            Arg::Buffer(b) => b.address().to_le_bytes().to_vec(),
+            Arg::I32(v) => v.to_le_bytes().to_vec(),
+            Arg::U32(v) => v.to_le_bytes().to_vec(),
+            Arg::I64(v) => v.to_le_bytes().to_vec(),
+            Arg::U64(v) => v.to_le_bytes().to_vec(),
+            Arg::F32(v) => v.to_le_bytes().to_vec(),
+            Arg::F64(v) => v.to_le_bytes().to_vec(),
+        }
+    }
+}
+
+/// The device's limits (those of an H100, so that programs tuned for one launch unchanged).
+pub mod limits {
+    /// Threads per block.
+    pub const MAX_THREADS_PER_BLOCK: u64 = 1024;
+    /// Block extents.
+    pub const MAX_BLOCK: [u32; 3] = [1024, 1024, 64];
+    /// Grid extents.
+    pub const MAX_GRID: [u32; 3] = [i32::MAX as u32, 65535, 65535];
+    /// Shared memory per block, static and dynamic together.
+    pub const MAX_SHARED_PER_BLOCK: u64 = 227 * 1024;
+    /// Parameter bytes per launch.
+    pub const MAX_PARAM_BYTES: u64 = 32764;
+}
+
+/// The allocations kernels may touch: start address → end.
+type RangeTable = Arc<Mutex<BTreeMap<u64, u64>>>;
+
+/// Device memory: a zeroed host allocation registered with its runtime, so that kernels may
+/// touch it (and nothing else). Not `Sync`: a launch writes it while it runs.
+pub struct DeviceBuffer {
+    bytes: UnsafeCell<ZeroedBytes>,
+    address: u64,
+    len: usize,
+    table: RangeTable,
+}
+
+// SAFETY: the buffer owns its allocation; moving it to another thread moves that ownership.
+unsafe impl Send for DeviceBuffer {}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer({} bytes at 0x{:x})",
+            self.len, self.address
+        )
+    }
+}
+
+impl DeviceBuffer {
+    /// Its device address (what a kernel receives).
+    pub fn address(&self) -> u64 {
+        self.address
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A copy of its bytes.
+    pub fn read(&self) -> Vec<u8> {
+        // SAFETY: no launch runs while `self` is borrowed here (launches borrow it too, on
+        // this thread, since DeviceBuffer is not Sync), so nothing writes concurrently.
+        unsafe { (*self.bytes.get()).as_slice().to_vec() }
+    }
+
+    /// Overwrites its first `data.len()` bytes.
+    pub fn write(&self, data: &[u8]) -> Result<(), PtxError> {
+        if data.len() > self.len {
+            return Err(PtxError::BadArguments {
+                kernel: String::new(),
+                message: format!("{} bytes do not fit a {}-byte buffer", data.len(), self.len),
+            });
+        }
+        // SAFETY: as in `read`; the range lies inside the allocation.
+        unsafe { (*self.bytes.get()).as_mut_slice()[..data.len()].copy_from_slice(data) };
+        Ok(())
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        if let Ok(mut t) = self.table.lock() {
+            t.remove(&self.address);
+        }
+    }
+}
+
+/// Translates, compiles and runs PTX modules on this machine's cores.
+pub struct PtxRuntime {
+    compiler: CCompiler,
+    pool: Arc<WorkerPool>,
+    table: RangeTable,
+}
+
+impl PtxRuntime {
+    /// A runtime with one worker per core.
+    pub fn new() -> Result<Self, PtxError> {
+        Self::with_workers(std::thread::available_parallelism().map_or(1, |n| n.get()))
+    }
+
+    /// A runtime with `workers` worker threads.
+    pub fn with_workers(workers: usize) -> Result<Self, PtxError> {
+        let pool = WorkerPool::new(workers.max(1)).map_err(crate::backend::BackendError::Launch)?;
+        Ok(PtxRuntime {
+            compiler: CCompiler::detect()?,
+            pool: Arc::new(pool),
+            table: Arc::new(Mutex::new(BTreeMap::new())),
+        })
+    }
+
+    /// Worker threads.
+    pub fn workers(&self) -> usize {
+        self.pool.workers()
+    }
+
+    /// A zeroed buffer of `len` bytes (at least one byte is allocated).
+    pub fn buffer(&self, len: usize) -> Result<DeviceBuffer, PtxError> {
+        let mut bytes = ZeroedBytes::new(len.max(1))?;
+        let address = bytes.as_mut_ptr() as u64;
+        if let Ok(mut t) = self.table.lock() {
+            t.insert(address, address + len as u64);
+        }
+        Ok(DeviceBuffer {
+            bytes: UnsafeCell::new(bytes),
+            address,
+            len,
+            table: self.table.clone(),
+        })
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn buffer_from(&self, data: &[u8]) -> Result<DeviceBuffer, PtxError> {
+        let b = self.buffer(data.len())?;
+        b.write(data)?;
+        Ok(b)
+    }
+
+    /// Translates `module` to C and compiles it (or reuses the cached object).
+    pub fn load(&self, module: &PtxModule) -> Result<PtxProgram, PtxError> {
+        let source = emit(module)?;
+        let options = KernelOptions {
+            opt_level: 2,
+            ..KernelOptions::default()
+        };
+        let library = self.compiler.build(&source.code, &options)?;
+        let mut kernels = Vec::new();
+        for k in &source.kernels {
+            let sym = |s: String| -> Result<*const u8, PtxError> {
+                let mut name = s.into_bytes();
+                name.push(0);
+                // SAFETY: the symbol is one the emitter wrote into this object.
+                unsafe { library.get::<*const u8>(&name).map(|p| *p) }.map_err(|e| {
+                    crate::backend::BackendError::Launch(format!(
+                        "translated PTX lacks a symbol: {e}"
+                    ))
+                    .into()
+                })
+            };
+            let cta = sym(format!("wvp_cta_{}", k.index))?;
+            let spill = sym(format!("wvp_spill_bytes_{}", k.index))?;
+            // SAFETY: `wvp_cta_N` has this signature; `wvp_spill_bytes_N` is a const u64.
+            let (cta, spill_bytes) = unsafe {
+                (
+                    std::mem::transmute::<*const u8, CtaFn>(cta),
+                    *(spill as *const u64),
+                )
+            };
+            kernels.push(LoadedKernel {
+                info: k.clone(),
+                cta,
+                spill_bytes,
+            });
+        }
+        let mut globals = Vec::new();
+        for g in &source.globals {
+            let mut name = g.symbol.clone().into_bytes();
+            name.push(0);
+            // SAFETY: as above.
+            let p = unsafe { library.get::<*const u8>(&name).map(|p| *p as u64) }.map_err(|e| {
+                PtxError::from(crate::backend::BackendError::Launch(format!(
+                    "translated PTX lacks a symbol: {e}"
+                )))
+            })?;
+            globals.push((g.name.clone(), p, g.bytes));
+        }
+        Ok(PtxProgram {
+            _library: library,
+            source,
+            kernels,
+            globals,
+            pool: self.pool.clone(),
+            table: self.table.clone(),
+        })
+    }
+}
+
+/// `int wvp_cta_N(const wvp_launch *, wvp_cta *)`.
+type CtaFn = unsafe extern "C" fn(*const LaunchRecord, *mut CtaRecord) -> i32;
+
+/// `wvp_range` (prelude.h).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct RangeRecord {
+    lo: u64,
+    hi: u64,
+}
+
+/// `wvp_launch` (prelude.h; the C side asserts the size).
+#[repr(C)]
+struct LaunchRecord {
+    grid: [u32; 3],
+    block: [u32; 3],
+    params: *mut u8,
+    param_bytes: u64,
+    ranges: *const RangeRecord,
+    nranges: u64,
+}
+
+/// `wvp_thread` (prelude.h).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct ThreadRecord {
+    resume: u32,
+    wait: u32,
+    op: u32,
+    mask: u32,
+    a: u64,
+    b: u32,
+    c: u32,
+    result: u64,
+    pred: u32,
+    _pad: u32,
+}
+
+/// `wvp_cta` (prelude.h).
+#[repr(C)]
+struct CtaRecord {
+    ctaid: [u32; 3],
+    nthreads: u32,
+    thread: *mut ThreadRecord,
+    spill: *mut u8,
+    shared: *mut u8,
+    local: *mut u8,
+    shared_bytes: u64,
+    local_bytes: u64,
+    fault: u64,
+    sink: [u64; 4],
+}
+
+const _: () = assert!(std::mem::size_of::<ThreadRecord>() == 48);
+const _: () = assert!(std::mem::size_of::<CtaRecord>() == 104);
+const _: () = assert!(std::mem::size_of::<LaunchRecord>() == 56);
+
+struct LoadedKernel {
+    info: KernelInfo,
+    cta: CtaFn,
+    spill_bytes: u64,
+}
+
+/// A compiled PTX module, ready to launch its kernels.
+pub struct PtxProgram {
+    _library: libloading::Library,
+    source: CSource,
+    kernels: Vec<LoadedKernel>,
+    globals: Vec<(String, u64, u64)>,
+    pool: Arc<WorkerPool>,
+    table: RangeTable,
+}
+
+/// How a CTA ended, for the first failing one.
+#[derive(Clone, Copy)]
+struct CtaFailure {
+    code: i32,
+    cta: [u32; 3],
+    address: u64,
+}
+
+impl PtxProgram {
+    /// The C the module was translated to.
+    pub fn c_source(&self) -> &str {
+        &self.source.code
+    }
+
+    /// The kernels' names, in module order.
+    pub fn kernel_names(&self) -> Vec<&str> {
+        self.kernels.iter().map(|k| k.info.name.as_str()).collect()
+    }
+
+    /// A module variable (`.global`/`.const`): its device address and size.
+    pub fn global(&self, name: &str) -> Option<(u64, u64)> {
+        self.globals
+            .iter()
+            .find(|g| g.0 == name)
+            .map(|g| (g.1, g.2))
+    }
+
+    /// Parameter sizes of `kernel`, in order.
+    pub fn param_sizes(&self, kernel: &str) -> Option<Vec<u64>> {
+        self.kernels
+            .iter()
+            .find(|k| k.info.name == kernel)
+            .map(|k| k.info.params.iter().map(|p| p.size).collect())
+    }
+
+    /// Runs `kernel` over `grid` CTAs of `block` threads with `dynamic_shared` bytes of
+    /// dynamic shared memory; returns when every CTA has finished.
+    pub fn launch(
+        &self,
+        kernel: &str,
+        grid: Dim3,
+        block: Dim3,
+        dynamic_shared: u32,
+        args: &[Arg],
+    ) -> Result<(), PtxError> {
+        let k = self
+            .kernels
+            .iter()
+            .find(|k| k.info.name == kernel)
+            .ok_or_else(|| PtxError::NoSuchKernel(kernel.to_string()))?;
+        let bad_args = |message: String| PtxError::BadArguments {
+            kernel: kernel.to_string(),
+            message,
+        };
+        if args.len() != k.info.params.len() {
+            return Err(bad_args(format!(
+                "takes {} parameters, {} given",
+                k.info.params.len(),
+                args.len()
+            )));
+        }
+        let mut params = vec![0u8; k.info.param_bytes.max(1) as usize];
+        for (n, (a, slot)) in args.iter().zip(&k.info.params).enumerate() {
+            let bytes = a.bytes();
+            if bytes.len() as u64 != slot.size {
+                return Err(bad_args(format!(
+                    "parameter {n} is {} bytes, the argument {} bytes",
+                    slot.size,
+                    bytes.len()
+                )));
+            }
+            params[slot.offset as usize..][..bytes.len()].copy_from_slice(&bytes);
+        }
+        self.run(k, grid, block, dynamic_shared, params)
+    }
+
+    /// Launches with a ready parameter buffer (the driver API's `kernelParams` packed).
+    pub fn launch_raw(
+        &self,
+        kernel: &str,
+        grid: Dim3,
+        block: Dim3,
+        dynamic_shared: u32,
+        params: Vec<u8>,
+    ) -> Result<(), PtxError> {
+        let k = self
+            .kernels
+            .iter()
+            .find(|k| k.info.name == kernel)
+            .ok_or_else(|| PtxError::NoSuchKernel(kernel.to_string()))?;
+        self.run(k, grid, block, dynamic_shared, params)
+    }
+
+    fn run(
+        &self,
+        k: &LoadedKernel,
+        grid: Dim3,
+        block: Dim3,
+        dynamic_shared: u32,
+        mut params: Vec<u8>,
+    ) -> Result<(), PtxError> {
+        let kernel = &k.info.name;
+        let bad = |message: String| PtxError::BadLaunch {
+            kernel: kernel.clone(),
+            message,
+        };
+        let threads = block.count();
+        if threads == 0 || grid.count() == 0 {
+            return Err(bad(format!("empty grid {grid:?} or block {block:?}")));
+        }
+        if threads > limits::MAX_THREADS_PER_BLOCK {
+            return Err(bad(format!(
+                "{threads} threads per block (at most {})",
+                limits::MAX_THREADS_PER_BLOCK
+            )));
+        }
+        for (d, (v, max)) in [
+            (block.x, limits::MAX_BLOCK[0]),
+            (block.y, limits::MAX_BLOCK[1]),
+            (block.z, limits::MAX_BLOCK[2]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if v > max {
+                return Err(bad(format!("block dimension {d} is {v} (at most {max})")));
+            }
+        }
+        for (d, (v, max)) in [
+            (grid.x, limits::MAX_GRID[0]),
+            (grid.y, limits::MAX_GRID[1]),
+            (grid.z, limits::MAX_GRID[2]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if v > max {
+                return Err(bad(format!("grid dimension {d} is {v} (at most {max})")));
+            }
+        }
+        let shared = k.info.static_shared + dynamic_shared as u64;
+        if shared > limits::MAX_SHARED_PER_BLOCK {
+            return Err(bad(format!(
+                "{shared} bytes of shared memory (at most {})",
+                limits::MAX_SHARED_PER_BLOCK
+            )));
+        }
+        if params.len() as u64 > limits::MAX_PARAM_BYTES
+            || (params.len() as u64) < k.info.param_bytes
+        {
+            return Err(PtxError::BadArguments {
+                kernel: kernel.clone(),
+                message: format!(
+                    "{} parameter bytes, the kernel takes {}",
+                    params.len(),
+                    k.info.param_bytes
+                ),
+            });
+        }
+        // What the kernel may touch: the runtime's buffers and the module's variables.
+        let mut ranges: Vec<RangeRecord> = match self.table.lock() {
+            Ok(t) => t.iter().map(|(&lo, &hi)| RangeRecord { lo, hi }).collect(),
+            Err(_) => Vec::new(),
+        };
+        ranges.extend(self.globals.iter().map(|g| RangeRecord {
+            lo: g.1,
+            hi: g.1 + g.2,
+        }));
+        ranges.sort_by_key(|r| r.lo);
+        let record = LaunchRecord {
+            grid: [grid.x, grid.y, grid.z],
+            block: [block.x, block.y, block.z],
+            params: params.as_mut_ptr(),
+            param_bytes: params.len() as u64,
+            ranges: ranges.as_ptr(),
+            nranges: ranges.len() as u64,
+        };
+        let ctas = grid.count();
+        let next = AtomicU64::new(0);
+        let stop = AtomicBool::new(false);
+        let failure: Mutex<Option<CtaFailure>> = Mutex::new(None);
+        let workers = (self.pool.workers() as u64).min(ctas) as usize;
+        let record_addr = &record as *const LaunchRecord as usize;
+        let job = |_: usize| {
+            // SAFETY: `record` outlives the launch (run waits for every worker).
+            let record = unsafe { &*(record_addr as *const LaunchRecord) };
+            if let Err(f) = run_ctas(k, record, threads as u32, shared, ctas, (&next, &stop)) {
+                if let Ok(mut slot) = failure.lock() {
+                    slot.get_or_insert(f);
+                }
+            }
+        };
+        self.pool
+            .run(workers, &job)
+            .map_err(|e| PtxError::Backend(crate::backend::BackendError::Launch(e)))?;
+        let failed = failure.into_inner().ok().flatten();
+        match failed {
+            None => Ok(()),
+            Some(f) => Err(match f.code {
+                -1 => PtxError::Deadlock {
+                    kernel: kernel.clone(),
+                    cta: f.cta,
+                },
+                -3 => PtxError::IllegalAddress {
+                    kernel: kernel.clone(),
+                    address: f.address,
+                    cta: f.cta,
+                },
+                _ => PtxError::Trap {
+                    kernel: kernel.clone(),
+                    cta: f.cta,
+                },
+            }),
+        }
+    }
+}
+
+/// One worker's share of a launch: CTAs taken from `next` until none is left or one fails.
+fn run_ctas(
+    k: &LoadedKernel,
+    record: &LaunchRecord,
+    threads: u32,
+    shared: u64,
+    ctas: u64,
+    (next, stop): (&AtomicU64, &AtomicBool),
+) -> Result<(), CtaFailure> {
+    let n = threads as usize;
+    let mut states = vec![ThreadRecord::default(); n];
+    // 16-byte alignment for the spill slots, shared and local memory.
+    let words = |bytes: u64| vec![0u128; bytes.div_ceil(16) as usize];
+    let mut spill = words(k.spill_bytes * threads as u64);
+    let mut shared_mem = words(shared.max(1));
+    let mut local = words((k.info.local_bytes * threads as u64).max(1));
+    loop {
+        let c = next.fetch_add(1, Ordering::Relaxed);
+        if c >= ctas || stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let (gx, gy) = (record.grid[0] as u64, record.grid[1] as u64);
+        let ctaid = [(c % gx) as u32, (c / gx % gy) as u32, (c / gx / gy) as u32];
+        states.fill(ThreadRecord::default());
+        shared_mem.fill(0);
+        let mut cta = CtaRecord {
+            ctaid,
+            nthreads: threads,
+            thread: states.as_mut_ptr(),
+            spill: spill.as_mut_ptr() as *mut u8,
+            shared: shared_mem.as_mut_ptr() as *mut u8,
+            local: local.as_mut_ptr() as *mut u8,
+            shared_bytes: shared,
+            local_bytes: k.info.local_bytes,
+            fault: 0,
+            sink: [0; 4],
+        };
+        // SAFETY: the records point at buffers sized for this kernel and block; the kernel's
+        // memory accesses are checked against them and the launch's ranges.
+        let code = unsafe { (k.cta)(record, &mut cta) };
+        if code != 0 {
+            stop.store(true, Ordering::Relaxed);
+            return Err(CtaFailure {
+                code,
+                cta: ctaid,
+                address: cta.fault.saturating_sub(1),
+            });
+        }
+    }
+}
