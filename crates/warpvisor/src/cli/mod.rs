@@ -3,6 +3,7 @@
 mod compile;
 mod devices;
 mod progress;
+mod ptx;
 mod run;
 mod wasi_suite;
 mod wast;
@@ -74,6 +75,9 @@ enum Command {
     Devices,
     /// Run the WASI test suite (a folder of `*.wasm` tests with `.json` specifications).
     WasiSuite(wasi_suite::WasiSuiteArgs),
+    /// CUDA kernels on the CPU: run or translate PTX.
+    #[command(subcommand)]
+    Ptx(ptx::PtxCommand),
 }
 
 /// Settings shared by the commands that build kernels and fleets.
@@ -367,6 +371,7 @@ pub fn main() -> i32 {
         Command::Compile(a) => compile::run(a),
         Command::Devices => devices::run(),
         Command::WasiSuite(a) => wasi_suite::run(a),
+        Command::Ptx(c) => ptx::run(c),
     };
     match result {
         Ok(code) => code,
