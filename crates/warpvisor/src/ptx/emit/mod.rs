@@ -266,9 +266,41 @@ impl<'a> KernelEmitter<'a> {
             places.insert(d, Place::Shared(static_shared));
         }
         let mut tables = HashMap::new();
+        let mut labels = std::collections::HashSet::new();
         for s in function.body.iter().flatten() {
-            if let Statement::BranchTargets(name, targets) = s {
-                tables.insert(name.clone(), targets.clone());
+            match s {
+                Statement::BranchTargets(name, targets) => {
+                    tables.insert(name.clone(), targets.clone());
+                }
+                Statement::Label(l) => {
+                    labels.insert(l.clone());
+                }
+                Statement::Instr(_) => {}
+            }
+        }
+        // Every branch target must exist (C would report a missing label without its line).
+        for s in function.body.iter().flatten() {
+            let Statement::Instr(i) = s else { continue };
+            let targets: Vec<&String> = match (i.opcode.as_str(), i.operands.first()) {
+                ("bra", Some(super::ast::Operand::Symbol(l))) => vec![l],
+                _ => Vec::new(),
+            };
+            let table_targets = tables.values().flatten();
+            for l in targets.into_iter().chain(
+                if i.opcode == "brx" {
+                    Some(table_targets)
+                } else {
+                    None
+                }
+                .into_iter()
+                .flatten(),
+            ) {
+                if !labels.contains(l) {
+                    return Err(PtxError::Unsupported {
+                        line: i.line,
+                        what: format!("`{}` branches to undefined label `{l}`", i.text()),
+                    });
+                }
             }
         }
         Ok(KernelEmitter {

@@ -1,0 +1,244 @@
+//! PTX on the CPU (`warpvisor::ptx`): what is rejected and how, faults and deadlocks reported
+//! as errors, argument checks, and the `warpvisor ptx` command. The corpus of CUDA programs
+//! checked against Rust references is `ptx_corpus.rs`.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use warpvisor::ptx::{Arg, Dim3, PtxError, PtxModule, PtxRuntime};
+
+fn runtime() -> &'static PtxRuntime {
+    static RT: OnceLock<PtxRuntime> = OnceLock::new();
+    RT.get_or_init(|| PtxRuntime::new().expect("a C compiler"))
+}
+
+/// NVRTC 12.9's PTX (compute_70) for:
+/// ```cuda
+/// extern "C" __global__ void diverge(int *out) {
+///     int v = threadIdx.x;
+///     if (threadIdx.x & 1) v = __shfl_down_sync(0xffffffff, v, 1);
+///     else v = __shfl_up_sync(0xffffffff, v, 1);
+///     out[threadIdx.x] = v;
+/// }
+/// extern "C" __global__ void oob(int *out, int n) { out[threadIdx.x * n] = 1; }
+/// extern "C" __global__ void shared_oob(int *out, int k) {
+///     extern __shared__ int s[]; s[threadIdx.x + k] = 1; __syncthreads();
+///     out[threadIdx.x] = s[threadIdx.x];
+/// }
+/// ```
+const FAULTS: &str = include_str!("ptx/faults.ptx");
+
+fn ints(bytes: &[u8]) -> Vec<i32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+#[test]
+fn out_of_bounds_global_and_shared_accesses_are_illegal_addresses() {
+    let rt = runtime();
+    let program = rt
+        .load(&PtxModule::parse(FAULTS).expect("parse"))
+        .expect("load");
+    let out = rt.buffer(64 * 4).expect("buffer");
+    // In bounds: every thread writes its own element.
+    program
+        .launch(
+            "oob",
+            Dim3::x(1),
+            Dim3::x(64),
+            0,
+            &[Arg::Buffer(&out), Arg::I32(1)],
+        )
+        .expect("in bounds");
+    assert_eq!(ints(&out.read()), vec![1; 64]);
+    // Stride 2: threads 32.. write past the end.
+    let e = program
+        .launch(
+            "oob",
+            Dim3::x(1),
+            Dim3::x(64),
+            0,
+            &[Arg::Buffer(&out), Arg::I32(2)],
+        )
+        .expect_err("past the end");
+    assert!(matches!(e, PtxError::IllegalAddress { .. }), "{e}");
+    assert_eq!(e.cuda_code(), 700, "CUDA_ERROR_ILLEGAL_ADDRESS");
+    // Shared memory: 64 ints of dynamic shared memory, written at an offset.
+    program
+        .launch(
+            "shared_oob",
+            Dim3::x(1),
+            Dim3::x(64),
+            256,
+            &[Arg::Buffer(&out), Arg::I32(0)],
+        )
+        .expect("shared in bounds");
+    let e = program
+        .launch(
+            "shared_oob",
+            Dim3::x(2),
+            Dim3::x(64),
+            256,
+            &[Arg::Buffer(&out), Arg::I32(1)],
+        )
+        .expect_err("shared past the end");
+    assert!(
+        e.to_string().contains("illegal address 0x100 in CTA"),
+        "the first faulting offset is 256: {e}"
+    );
+}
+
+#[test]
+fn lanes_of_a_warp_at_different_shuffles_are_a_deadlock_not_a_hang() {
+    let rt = runtime();
+    let program = rt
+        .load(&PtxModule::parse(FAULTS).expect("parse"))
+        .expect("load");
+    let out = rt.buffer(32 * 4).expect("buffer");
+    let e = program
+        .launch("diverge", Dim3::x(1), Dim3::x(32), 0, &[Arg::Buffer(&out)])
+        .expect_err("divergent shuffles");
+    assert!(matches!(e, PtxError::Deadlock { .. }), "{e}");
+}
+
+#[test]
+fn arguments_and_launch_shapes_are_checked() {
+    let rt = runtime();
+    let program = rt
+        .load(&PtxModule::parse(FAULTS).expect("parse"))
+        .expect("load");
+    let out = rt.buffer(16).expect("buffer");
+    let cases: Vec<(Result<(), PtxError>, &str)> = vec![
+        (
+            program.launch("oob", Dim3::x(1), Dim3::x(1), 0, &[Arg::Buffer(&out)]),
+            "takes 2 parameters, 1 given",
+        ),
+        (
+            program.launch(
+                "oob",
+                Dim3::x(1),
+                Dim3::x(1),
+                0,
+                &[Arg::Buffer(&out), Arg::I64(1)],
+            ),
+            "parameter 1 is 4 bytes, the argument 8 bytes",
+        ),
+        (
+            program.launch(
+                "oob",
+                Dim3::x(1),
+                Dim3::x(1025),
+                0,
+                &[Arg::Buffer(&out), Arg::I32(0)],
+            ),
+            "1025 threads per block",
+        ),
+        (
+            program.launch(
+                "oob",
+                Dim3::new(1, 65536, 1),
+                Dim3::x(1),
+                0,
+                &[Arg::Buffer(&out), Arg::I32(0)],
+            ),
+            "grid dimension 1 is 65536",
+        ),
+        (
+            program.launch(
+                "shared_oob",
+                Dim3::x(1),
+                Dim3::x(1),
+                1 << 20,
+                &[Arg::Buffer(&out), Arg::I32(0)],
+            ),
+            "bytes of shared memory",
+        ),
+        (
+            program.launch("missing", Dim3::x(1), Dim3::x(1), 0, &[]),
+            "no kernel named `missing`",
+        ),
+    ];
+    for (result, message) in cases {
+        let e = result.expect_err(message).to_string();
+        assert!(e.contains(message), "`{e}` should say `{message}`");
+    }
+}
+
+#[test]
+fn malformed_and_unsupported_ptx_is_rejected_naming_the_line() {
+    let header = ".version 8.8\n.target sm_70\n.address_size 64\n";
+    let cases = [
+        (format!("{header}.visible .entry k()\n{{\n\tret\n}}"), "PTX line 7: unexpected operand"),
+        (format!("{header}.entry k()\n{{\n\t.reg .f16 %h<2>;\n\tret;\n}}"), "PTX line 4: unsupported: register %h0 of type .f16"),
+        (
+            format!("{header}.entry k()\n{{\n\t.reg .b32 %r<2>;\n\tmatch.any.sync.b32 %r0, %r1, -1;\n\tret;\n}}"),
+            "PTX line 7: unsupported: `match.any.sync.b32` is not supported",
+        ),
+        (format!("{header}.entry k()\n{{\n\tmov.u32 %r9, 1;\n\tret;\n}}"), "PTX line 6: unsupported: `mov.u32` uses undeclared register %r9"),
+        (format!("{header}.entry k()\n{{\n\tbra $L_nowhere;\n}}"), "PTX line 6: unsupported: `bra` branches to undefined label `$L_nowhere`"),
+        ("garbage".to_string(), "PTX line 1: unsupported directive `garbage`"),
+    ];
+    let rt = runtime();
+    for (text, message) in cases {
+        let e = PtxModule::parse(&text).and_then(|m| rt.load(&m).map(|_| ()));
+        let e = e.expect_err(message).to_string();
+        assert!(
+            e.starts_with(message),
+            "`{e}` should start with `{message}`"
+        );
+    }
+}
+
+#[test]
+fn ptx_run_launches_a_kernel_and_saves_its_buffers() {
+    let dir = std::env::temp_dir().join(format!("warpvisor-ptx-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let module = dir.join("faults.ptx");
+    std::fs::write(&module, FAULTS).expect("write ptx");
+    let saved = dir.join("out.bin");
+    let out = std::process::Command::new(common::warpvisor_bin())
+        .args(["ptx", "run"])
+        .arg(&module)
+        .args([
+            "--kernel",
+            "oob",
+            "--grid",
+            "2",
+            "--block",
+            "8",
+            "--arg",
+            "buf:64:byte=7",
+            "--arg",
+            "i32:1",
+        ])
+        .arg("--save")
+        .arg(format!("0={}", saved.display()))
+        .output()
+        .expect("run warpvisor");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Both CTAs' 8 threads write element tid (= 1); the rest keep the pattern.
+    let mut want = vec![7u8; 64];
+    for e in 0..8 {
+        want[e * 4..e * 4 + 4].copy_from_slice(&1i32.to_le_bytes());
+    }
+    assert_eq!(std::fs::read(&saved).expect("saved"), want);
+    let bad = std::process::Command::new(common::warpvisor_bin())
+        .args(["ptx", "run"])
+        .arg(&module)
+        .args([
+            "--kernel", "oob", "--grid", "1", "--block", "8", "--arg", "buf:4", "--arg", "i32:1",
+        ])
+        .output()
+        .expect("run warpvisor");
+    assert_eq!(bad.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("illegal address"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
