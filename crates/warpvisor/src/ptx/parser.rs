@@ -504,9 +504,9 @@ impl Parser {
                 base = Some(Box::new(self.operand()?));
             }
             loop {
-                if self.eat_punct('+') {
-                    offset = offset.wrapping_add(self.int()?);
-                } else if matches!(self.peek(), Some(Token::Int(_)) | Some(Token::Punct('-'))) {
+                // `[%r+4]`, `[%r+-4]`, `[%r-4]` and `[16]`.
+                let plus = self.eat_punct('+');
+                if plus || matches!(self.peek(), Some(Token::Int(_)) | Some(Token::Punct('-'))) {
                     offset = offset.wrapping_add(self.int()?);
                 } else {
                     break;

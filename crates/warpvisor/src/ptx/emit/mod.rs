@@ -333,7 +333,7 @@ impl<'a> KernelEmitter<'a> {
         }
         // Registers, sorted for a stable, readable translation.
         let mut regs: Vec<&(String, Scalar)> = self.registers.values().collect();
-        regs.sort_by(|a, b| natural(&a.0).cmp(&natural(&b.0)));
+        regs.sort_by_key(|r| natural(&r.0));
         let _ = writeln!(
             code,
             "\n/* ---- kernel `{}` (PTX line {}) ---- */",

@@ -308,7 +308,7 @@ impl KernelEmitter<'_> {
                 Ok(())
             }
             "nanosleep" | "prefetch" | "prefetchu" | "pmevent" => {
-                out.push_str(";");
+                out.push(';');
                 Ok(())
             }
             "shfl" => self.shfl(i, out),
