@@ -9,6 +9,7 @@
 //! thread loop brings a resumed thread back to the instruction after its split point.
 
 mod arith;
+mod liveness;
 mod ops;
 
 use std::collections::HashMap;
@@ -153,6 +154,10 @@ struct KernelEmitter<'a> {
     uses_carry: bool,
     /// `.branchtargets` tables by name.
     tables: HashMap<String, Vec<String>>,
+    /// C names of the registers live across the instruction being translated.
+    live_across: Vec<String>,
+    /// For each split point (resume id - 1), the registers it saved.
+    saved: Vec<Vec<String>>,
 }
 
 const C_KEYWORDS: &[&str] = &[
@@ -315,6 +320,8 @@ impl<'a> KernelEmitter<'a> {
             splits: 0,
             uses_carry: false,
             tables,
+            live_across: Vec::new(),
+            saved: Vec::new(),
         })
     }
 
@@ -322,13 +329,31 @@ impl<'a> KernelEmitter<'a> {
         let f = self.function;
         let k = self.index;
         let mut body = String::new();
-        for s in f.body.iter().flatten() {
+        let statements = f.body.as_deref().unwrap_or_default();
+        let live = liveness::live_after(statements, &|r| self.registers.contains_key(r));
+        for (s, live) in statements.iter().zip(live) {
             match s {
                 Statement::Label(l) => {
                     let _ = writeln!(body, "L_{}:;", c_name(l));
                 }
                 Statement::BranchTargets(..) => {}
-                Statement::Instr(i) => self.instruction(i, &mut body)?,
+                Statement::Instr(i) => {
+                    // What a split point here must keep: live afterwards and not (re)written
+                    // by the instruction itself once the thread resumes.
+                    let written: Vec<String> = match (&i.guard, i.operands.first()) {
+                        (None, Some(super::ast::Operand::Reg(d))) => vec![d.clone()],
+                        (None, Some(super::ast::Operand::Pair(d, p))) => vec![d.clone(), p.clone()],
+                        _ => Vec::new(),
+                    };
+                    let mut across: Vec<String> = live
+                        .iter()
+                        .filter(|r| !written.contains(r))
+                        .filter_map(|r| self.registers.get(r).map(|(c, _)| c.clone()))
+                        .collect();
+                    across.sort_by_key(|r| natural(r));
+                    self.live_across = across;
+                    self.instruction(i, &mut body)?
+                }
             }
         }
         // Registers, sorted for a stable, readable translation.
@@ -350,24 +375,6 @@ impl<'a> KernelEmitter<'a> {
         let _ = writeln!(
             code,
             "WVP_EXPORT const uint64_t wvp_spill_bytes_{k} = sizeof(wvp_regs_{k});"
-        );
-        let save: Vec<String> = regs
-            .iter()
-            .map(|(n, _)| format!("wvp_s->{n} = {n};"))
-            .collect();
-        let load: Vec<String> = regs
-            .iter()
-            .map(|(n, _)| format!("{n} = wvp_s->{n};"))
-            .collect();
-        let _ = writeln!(
-            code,
-            "#define WVP_SAVE_{k}() do {{ {} }} while (0)",
-            save.join(" ")
-        );
-        let _ = writeln!(
-            code,
-            "#define WVP_LOAD_{k}() do {{ {} }} while (0)",
-            load.join(" ")
         );
         let _ = writeln!(
             code,
@@ -393,10 +400,16 @@ impl<'a> KernelEmitter<'a> {
              switch (wvp_cta_->thread[wvp_t].resume) {{\n        case 0: break;",
             self.local_bytes
         );
-        for r in 1..=self.splits {
+        for (r, saved) in self.saved.iter().enumerate() {
+            let load: String = saved
+                .iter()
+                .map(|n| format!("{n} = wvp_s->{n}; "))
+                .collect();
             let _ = writeln!(
                 code,
-                "        case {r}: WVP_LOAD_{k}(); goto wvp_resume_{r};"
+                "        case {}: {load}goto wvp_resume_{};",
+                r + 1,
+                r + 1
             );
         }
         let _ = writeln!(code, "        default: return WVP_CTA_TRAP;\n        }}");

@@ -225,15 +225,20 @@ impl KernelEmitter<'_> {
         Ok(())
     }
 
-    /// A split point: save registers, record `resume`, stop this thread; the returned label
+    /// A split point: save the registers live across it, record `resume`, stop this thread; the returned label
     /// is where it continues.
     pub(super) fn split_point(&mut self, prepare: &str, out: &mut String) -> u32 {
         self.splits += 1;
         let r = self.splits;
-        let k = self.index;
+        let save: String = self
+            .live_across
+            .iter()
+            .map(|n| format!("wvp_s->{n} = {n}; "))
+            .collect();
+        self.saved.push(self.live_across.clone());
         let _ = write!(
             out,
-            "WVP_SAVE_{k}(); {prepare} goto wvp_next_thread; wvp_resume_{r}:;"
+            "{save}{prepare} goto wvp_next_thread; wvp_resume_{r}:;"
         );
         r
     }
