@@ -60,10 +60,11 @@ typedef struct {
     uint64_t shared_bytes;
     uint64_t local_bytes;    /* per thread */
     uint64_t fault;          /* the first address outside every range, + 1; 0: none */
+    uint64_t hit_lo, hit_hi; /* the range the last global access fell in */
     uint64_t sink[4];        /* where a faulting access goes instead */
 } wvp_cta;
 _Static_assert(sizeof(wvp_thread) == 48, "wvp_thread layout (Rust: ThreadRecord)");
-_Static_assert(sizeof(wvp_cta) == 104, "wvp_cta layout (Rust: CtaRecord)");
+_Static_assert(sizeof(wvp_cta) == 120, "wvp_cta layout (Rust: CtaRecord)");
 _Static_assert(sizeof(wvp_launch) == 56, "wvp_launch layout (Rust: LaunchRecord)");
 
 /* ---- memory: unaligned-safe, alias-safe loads and stores ---- */
@@ -83,6 +84,7 @@ static __attribute__((noinline, cold)) uint8_t *wvp_fault(wvp_cta *cta, uint64_t
 }
 static inline uint8_t *wvp_global(const wvp_launch *l, wvp_cta *cta, uint64_t addr, uint32_t width) {
     uint64_t end = addr + width;
+    if (addr >= cta->hit_lo && end <= cta->hit_hi && end >= addr) return WVP_PTR(addr);
     uint64_t sh = (uint64_t)(uintptr_t)cta->shared, lo = (uint64_t)(uintptr_t)cta->local;
     if (addr >= sh && end <= sh + cta->shared_bytes && end >= addr) return WVP_PTR(addr);
     if (addr >= lo && end <= lo + (uint64_t)cta->nthreads * cta->local_bytes && end >= addr) return WVP_PTR(addr);
@@ -91,7 +93,10 @@ static inline uint8_t *wvp_global(const wvp_launch *l, wvp_cta *cta, uint64_t ad
         uint64_t m = (a + b) / 2;
         if (l->ranges[m].lo <= addr) a = m + 1; else b = m;
     }
-    if (a > 0 && end <= l->ranges[a - 1].hi && end >= addr) return WVP_PTR(addr);
+    if (a > 0 && end <= l->ranges[a - 1].hi && end >= addr) {
+        cta->hit_lo = l->ranges[a - 1].lo; cta->hit_hi = l->ranges[a - 1].hi;
+        return WVP_PTR(addr);
+    }
     return wvp_fault(cta, addr);
 }
 static inline uint8_t *wvp_shared_at(wvp_cta *cta, uint64_t off, uint32_t width) {

@@ -316,11 +316,13 @@ struct CtaRecord {
     shared_bytes: u64,
     local_bytes: u64,
     fault: u64,
+    hit_lo: u64,
+    hit_hi: u64,
     sink: [u64; 4],
 }
 
 const _: () = assert!(std::mem::size_of::<ThreadRecord>() == 48);
-const _: () = assert!(std::mem::size_of::<CtaRecord>() == 104);
+const _: () = assert!(std::mem::size_of::<CtaRecord>() == 120);
 const _: () = assert!(std::mem::size_of::<LaunchRecord>() == 56);
 
 struct LoadedKernel {
@@ -591,6 +593,8 @@ fn run_ctas(
             shared_bytes: shared,
             local_bytes: k.info.local_bytes,
             fault: 0,
+            hit_lo: 0,
+            hit_hi: 0,
             sink: [0; 4],
         };
         // SAFETY: the records point at buffers sized for this kernel and block; the kernel's

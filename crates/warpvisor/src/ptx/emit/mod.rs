@@ -389,13 +389,15 @@ impl<'a> KernelEmitter<'a> {
         let _ = writeln!(
             code,
             "    uint8_t *wvp_shared = wvp_cta_->shared;\n    \
+             /* 1-D blocks (the common case) need no divisions for %tid. */\n    \
+             const int wvp_flat = wvp_launch_->block[1] == 1 && wvp_launch_->block[2] == 1;\n    \
              for (;;) {{\n    for (uint32_t wvp_t = 0; wvp_t < wvp_cta_->nthreads; wvp_t++) {{\n        \
              if (wvp_cta_->thread[wvp_t].wait != WVP_RUNNING) continue;\n        \
              wvp_regs_{k} *wvp_s = (wvp_regs_{k} *)wvp_cta_->spill + wvp_t;\n        \
              uint8_t *wvp_local = wvp_cta_->local + (size_t)wvp_t * {};\n        \
-             uint32_t wvp_tid_x = wvp_t % wvp_launch_->block[0];\n        \
-             uint32_t wvp_tid_y = wvp_t / wvp_launch_->block[0] % wvp_launch_->block[1];\n        \
-             uint32_t wvp_tid_z = wvp_t / wvp_launch_->block[0] / wvp_launch_->block[1];\n        \
+             uint32_t wvp_tid_x = wvp_flat ? wvp_t : wvp_t % wvp_launch_->block[0];\n        \
+             uint32_t wvp_tid_y = wvp_flat ? 0 : wvp_t / wvp_launch_->block[0] % wvp_launch_->block[1];\n        \
+             uint32_t wvp_tid_z = wvp_flat ? 0 : wvp_t / wvp_launch_->block[0] / wvp_launch_->block[1];\n        \
              (void)wvp_s; (void)wvp_local; (void)wvp_tid_x; (void)wvp_tid_y; (void)wvp_tid_z;\n        \
              switch (wvp_cta_->thread[wvp_t].resume) {{\n        case 0: break;",
             self.local_bytes
