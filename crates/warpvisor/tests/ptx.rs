@@ -242,3 +242,115 @@ fn ptx_run_launches_a_kernel_and_saves_its_buffers() {
     assert!(stderr.contains("illegal address"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// NVRTC 12.9's PTX (compute_70) for:
+/// ```cuda
+/// __device__ __noinline__ int fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+/// __device__ __noinline__ float dot3(const float *a, int k) {
+///     float v[3];
+///     for (int i = 0; i < 3; i++) v[i] = a[i] * (float)(k + i);
+///     return v[k % 3] + v[0];
+/// }
+/// extern "C" __global__ void calls(int *fibs, float *dots, const float *a, int depth) {
+///     int t = threadIdx.x + blockIdx.x * blockDim.x;
+///     fibs[t] = fib(t % depth);
+///     dots[t] = dot3(a, t);
+/// }
+/// __device__ __noinline__ unsigned deep(unsigned n) { return n == 0 ? 1u : deep(n - 1) * 3u + n; }
+/// extern "C" __global__ void recurse(unsigned *out, unsigned n) { out[threadIdx.x] = deep(n + threadIdx.x); }
+/// ```
+const CALLS: &str = include_str!("ptx/calls.ptx");
+
+#[test]
+fn device_functions_recurse_and_keep_local_arrays_in_their_frames() {
+    let rt = runtime();
+    let program = rt
+        .load(&PtxModule::parse(CALLS).expect("parse"))
+        .expect("load");
+    let (blocks, threads) = (3u32, 64u32);
+    let n = (blocks * threads) as usize;
+    let fibs = rt.buffer(n * 4).expect("buffer");
+    let dots = rt.buffer(n * 4).expect("buffer");
+    let a: Vec<u8> = [1.5f32, -2.0, 0.25]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    let a = rt.buffer_from(&a).expect("buffer");
+    program
+        .launch(
+            "calls",
+            Dim3::x(blocks),
+            Dim3::x(threads),
+            0,
+            &[
+                Arg::Buffer(&fibs),
+                Arg::Buffer(&dots),
+                Arg::Buffer(&a),
+                Arg::I32(20),
+            ],
+        )
+        .expect("launch");
+    fn fib(n: i32) -> i32 {
+        if n < 2 {
+            n
+        } else {
+            fib(n - 1) + fib(n - 2)
+        }
+    }
+    let want_fib: Vec<i32> = (0..n as i32).map(|t| fib(t % 20)).collect();
+    assert_eq!(ints(&fibs.read()), want_fib);
+    let av = [1.5f32, -2.0, 0.25];
+    let want_dots: Vec<f32> = (0..n as i32)
+        .map(|k| {
+            let v: Vec<f32> = (0..3).map(|i| av[i as usize] * (k + i) as f32).collect();
+            v[(k % 3) as usize] + v[0]
+        })
+        .collect();
+    let got: Vec<f32> = dots
+        .read()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    assert_eq!(got, want_dots);
+}
+
+#[test]
+fn deep_recursion_is_bounded_and_runaway_recursion_is_an_error() {
+    let rt = runtime();
+    let program = rt
+        .load(&PtxModule::parse(CALLS).expect("parse"))
+        .expect("load");
+    let out = rt.buffer(8).expect("buffer");
+    fn deep(n: u32) -> u32 {
+        (0..=n).fold(0u32, |acc, k| {
+            if k == 0 {
+                1
+            } else {
+                acc.wrapping_mul(3).wrapping_add(k)
+            }
+        })
+    }
+    // 1,000 calls deep: within the frame stack.
+    program
+        .launch(
+            "recurse",
+            Dim3::x(1),
+            Dim3::x(2),
+            0,
+            &[Arg::Buffer(&out), Arg::U32(1000)],
+        )
+        .expect("1,000 deep");
+    let got: Vec<u32> = ints(&out.read()).into_iter().map(|v| v as u32).collect();
+    assert_eq!(got, vec![deep(1000), deep(1001)]);
+    // A million calls deep: the frame stack runs out, the host's does not.
+    let e = program
+        .launch(
+            "recurse",
+            Dim3::x(1),
+            Dim3::x(1),
+            0,
+            &[Arg::Buffer(&out), Arg::U32(1_000_000)],
+        )
+        .expect_err("a million deep");
+    assert!(matches!(e, PtxError::StackOverflow { .. }), "{e}");
+}

@@ -89,6 +89,14 @@ pub enum PtxError {
         /// The CTA.
         cta: [u32; 3],
     },
+    /// Device functions' frames outgrew their stack (`runtime::FRAME_STACK_BYTES`).
+    #[error("kernel `{kernel}`: device functions' frames overflowed their stack in CTA ({}, {}, {})", cta[0], cta[1], cta[2])]
+    StackOverflow {
+        /// The kernel.
+        kernel: String,
+        /// The CTA.
+        cta: [u32; 3],
+    },
     /// The kernel executed `trap` (or jumped outside a `brx.idx` table).
     #[error("kernel `{kernel}`: trap in CTA ({}, {}, {})", cta[0], cta[1], cta[2])]
     Trap {
@@ -117,6 +125,7 @@ impl PtxError {
             PtxError::BadArguments { .. } | PtxError::BadLaunch { .. } => 1, // INVALID_VALUE
             PtxError::IllegalAddress { .. } => 700, // CUDA_ERROR_ILLEGAL_ADDRESS
             PtxError::Deadlock { .. } | PtxError::Trap { .. } => 719, // LAUNCH_FAILED
+            PtxError::StackOverflow { .. } => 701, // CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
         }
     }
 }

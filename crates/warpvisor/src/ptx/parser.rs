@@ -22,7 +22,7 @@ struct Parser {
 }
 
 /// Directives that end at their line (no semicolon).
-const LINE_DIRECTIVES: &[&str] = &[".file", ".loc", ".section"];
+const LINE_DIRECTIVES: &[&str] = &[".file", ".loc"];
 /// Hints between a function's header and body.
 const FUNCTION_HINTS: &[&str] = &[
     ".maxntid",
@@ -181,6 +181,20 @@ impl Parser {
                 ".global" | ".const" | ".shared" => {
                     let v = self.variable(true)?;
                     m.variables.push(v);
+                }
+                // Debug sections (`-G`): `.section .debug_info { ... }`.
+                ".section" => {
+                    self.skip_line();
+                    if self.eat_punct('{') {
+                        let mut depth = 1;
+                        while depth > 0 {
+                            match self.next()? {
+                                Token::Punct('{') => depth += 1,
+                                Token::Punct('}') => depth -= 1,
+                                _ => {}
+                            }
+                        }
+                    }
                 }
                 d if LINE_DIRECTIVES.contains(&d) => self.skip_line(),
                 other => return self.err(format!("unsupported directive `{other}`")),
@@ -401,9 +415,13 @@ impl Parser {
                         ".local" | ".shared" | ".param" | ".global" | ".const"
                     ) =>
                 {
+                    // Call blocks redeclare `param0`, `retval0`, ... with their own types:
+                    // one variable of the largest size serves them all.
                     let v = self.variable(false)?;
-                    if !f.variables.iter().any(|x| x.name == v.name) {
-                        f.variables.push(v);
+                    match f.variables.iter_mut().find(|x| x.name == v.name) {
+                        Some(x) if v.bytes() > x.bytes() => *x = v,
+                        Some(_) => {}
+                        None => f.variables.push(v),
                     }
                 }
                 Some(Token::Word(w)) if w == ".pragma" => self.skip_statement()?,

@@ -36,7 +36,7 @@ enum {
     WVP_VOTE_ALL, WVP_VOTE_ANY, WVP_VOTE_UNI, WVP_VOTE_BALLOT, WVP_WARP_SYNC
 };
 /* Results of a CTA (the host maps them to CUDA errors). */
-enum { WVP_CTA_DONE = 0, WVP_CTA_DEADLOCK = -1, WVP_CTA_TRAP = -2, WVP_CTA_FAULT = -3 };
+enum { WVP_CTA_DONE = 0, WVP_CTA_DEADLOCK = -1, WVP_CTA_TRAP = -2, WVP_CTA_FAULT = -3, WVP_CTA_STACK = -4 };
 
 /* One thread's scheduling state and its slot for a warp operation. */
 typedef struct {
@@ -61,10 +61,12 @@ typedef struct {
     uint64_t local_bytes;    /* per thread */
     uint64_t fault;          /* the first address outside every range, + 1; 0: none */
     uint64_t hit_lo, hit_hi; /* the range the last global access fell in */
+    uint8_t *frames;         /* device functions' .local frames (one thread calls at a time) */
+    uint64_t frames_bytes, frame_top;
     uint64_t sink[4];        /* where a faulting access goes instead */
 } wvp_cta;
 _Static_assert(sizeof(wvp_thread) == 48, "wvp_thread layout (Rust: ThreadRecord)");
-_Static_assert(sizeof(wvp_cta) == 120, "wvp_cta layout (Rust: CtaRecord)");
+_Static_assert(sizeof(wvp_cta) == 144, "wvp_cta layout (Rust: CtaRecord)");
 _Static_assert(sizeof(wvp_launch) == 56, "wvp_launch layout (Rust: LaunchRecord)");
 
 /* ---- memory: unaligned-safe, alias-safe loads and stores ---- */
@@ -88,6 +90,8 @@ static inline uint8_t *wvp_global(const wvp_launch *l, wvp_cta *cta, uint64_t ad
     uint64_t sh = (uint64_t)(uintptr_t)cta->shared, lo = (uint64_t)(uintptr_t)cta->local;
     if (addr >= sh && end <= sh + cta->shared_bytes && end >= addr) return WVP_PTR(addr);
     if (addr >= lo && end <= lo + (uint64_t)cta->nthreads * cta->local_bytes && end >= addr) return WVP_PTR(addr);
+    uint64_t fr = (uint64_t)(uintptr_t)cta->frames;
+    if (addr >= fr && end <= fr + cta->frame_top && end >= addr) return WVP_PTR(addr);
     uint64_t a = 0, b = l->nranges;
     while (a < b) {  /* the last range starting at or below addr */
         uint64_t m = (a + b) / 2;
@@ -102,8 +106,8 @@ static inline uint8_t *wvp_global(const wvp_launch *l, wvp_cta *cta, uint64_t ad
 static inline uint8_t *wvp_shared_at(wvp_cta *cta, uint64_t off, uint32_t width) {
     return off + width <= cta->shared_bytes && off + width >= off ? cta->shared + off : wvp_fault(cta, off);
 }
-static inline uint8_t *wvp_local_at(wvp_cta *cta, uint8_t *local, uint64_t off, uint32_t width) {
-    return off + width <= cta->local_bytes && off + width >= off ? local + off : wvp_fault(cta, off);
+static inline uint8_t *wvp_local_at(wvp_cta *cta, uint8_t *local, uint64_t bytes, uint64_t off, uint32_t width) {
+    return off + width <= bytes && off + width >= off ? local + off : wvp_fault(cta, off);
 }
 static inline uint8_t *wvp_param_at(const wvp_launch *l, wvp_cta *cta, uint64_t off, uint32_t width) {
     return off + width <= l->param_bytes && off + width >= off ? l->params + off : wvp_fault(cta, off);

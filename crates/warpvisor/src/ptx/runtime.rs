@@ -266,6 +266,10 @@ impl PtxRuntime {
     }
 }
 
+/// Bytes of the stack device functions' `.local` frames live on, per worker (one thread of
+/// a CTA is in a call at a time): deeper recursion is a launch error.
+pub const FRAME_STACK_BYTES: u64 = 1 << 20;
+
 /// `int wvp_cta_N(const wvp_launch *, wvp_cta *)`.
 type CtaFn = unsafe extern "C" fn(*const LaunchRecord, *mut CtaRecord) -> i32;
 
@@ -318,11 +322,14 @@ struct CtaRecord {
     fault: u64,
     hit_lo: u64,
     hit_hi: u64,
+    frames: *mut u8,
+    frames_bytes: u64,
+    frame_top: u64,
     sink: [u64; 4],
 }
 
 const _: () = assert!(std::mem::size_of::<ThreadRecord>() == 48);
-const _: () = assert!(std::mem::size_of::<CtaRecord>() == 120);
+const _: () = assert!(std::mem::size_of::<CtaRecord>() == 144);
 const _: () = assert!(std::mem::size_of::<LaunchRecord>() == 56);
 
 struct LoadedKernel {
@@ -549,6 +556,10 @@ impl PtxProgram {
                     address: f.address,
                     cta: f.cta,
                 },
+                -4 => PtxError::StackOverflow {
+                    kernel: kernel.clone(),
+                    cta: f.cta,
+                },
                 _ => PtxError::Trap {
                     kernel: kernel.clone(),
                     cta: f.cta,
@@ -574,6 +585,7 @@ fn run_ctas(
     let mut spill = words(k.spill_bytes * threads as u64);
     let mut shared_mem = words(shared.max(1));
     let mut local = words((k.info.local_bytes * threads as u64).max(1));
+    let mut frames = words(FRAME_STACK_BYTES);
     loop {
         let c = next.fetch_add(1, Ordering::Relaxed);
         if c >= ctas || stop.load(Ordering::Relaxed) {
@@ -595,6 +607,9 @@ fn run_ctas(
             fault: 0,
             hit_lo: 0,
             hit_hi: 0,
+            frames: frames.as_mut_ptr() as *mut u8,
+            frames_bytes: FRAME_STACK_BYTES,
+            frame_top: 0,
             sink: [0; 4],
         };
         // SAFETY: the records point at buffers sized for this kernel and block; the kernel's

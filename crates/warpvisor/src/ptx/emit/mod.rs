@@ -9,8 +9,11 @@
 //! thread loop brings a resumed thread back to the instruction after its split point.
 
 mod arith;
+mod calls;
 mod liveness;
 mod ops;
+
+use calls::Callee;
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -102,20 +105,28 @@ pub fn emit(module: &PtxModule) -> Result<CSource, PtxError> {
             symbols.insert(v.name.clone(), symbol);
         }
     }
+    // Device functions: prototypes first (calls may come before bodies, or recurse).
+    let callees = calls::callees(module);
+    code.push_str("\n/* ---- device functions ---- */\n");
+    for c in callees.values() {
+        let _ = writeln!(code, "{};", c.prototype());
+    }
     let mut kernels = Vec::new();
     for f in &module.functions {
-        if !f.is_entry {
-            if f.body.is_some() {
-                return Err(PtxError::Unsupported {
-                    line: f.line,
-                    what: format!("device function `{}` (calls are not supported yet)", f.name),
-                });
-            }
+        if f.body.is_none() {
             continue;
         }
-        let index = kernels.len();
-        let info = KernelEmitter::new(module, f, index, &symbols)?.emit(&mut code)?;
-        kernels.push(info);
+        let index = if f.is_entry {
+            kernels.len()
+        } else {
+            callees[&f.name].index
+        };
+        let emitter = KernelEmitter::new(module, f, index, &symbols, &callees)?;
+        if f.is_entry {
+            kernels.push(emitter.emit(&mut code)?);
+        } else {
+            emitter.emit_function(&mut code)?;
+        }
     }
     Ok(CSource {
         code,
@@ -131,8 +142,13 @@ enum Place {
     Shared(u64),
     /// Offset in the thread's local depot.
     Local(u64),
-    /// Offset in the parameter buffer.
+    /// Offset in the parameter buffer (a kernel's launch parameters, or a device function's
+    /// argument block `wvp_args`).
     Param(u64),
+    /// Offset in a device function's return block (`wvp_ret`).
+    Ret(u64),
+    /// A call site's parameter or return variable: a C array of the calling function.
+    CallSite(String),
     /// A module variable's C symbol.
     Global(String),
 }
@@ -158,6 +174,10 @@ struct KernelEmitter<'a> {
     live_across: Vec<String>,
     /// For each split point (resume id - 1), the registers it saved.
     saved: Vec<Vec<String>>,
+    /// Every device function, by PTX name.
+    callees: &'a HashMap<String, Callee>,
+    /// Call-site variables (`.param` in a body): C name and size.
+    call_sites: Vec<(String, u64)>,
 }
 
 const C_KEYWORDS: &[&str] = &[
@@ -212,6 +232,7 @@ impl<'a> KernelEmitter<'a> {
         function: &'a Function,
         index: usize,
         symbols: &HashMap<String, String>,
+        callees: &'a HashMap<String, Callee>,
     ) -> Result<Self, PtxError> {
         let mut registers = HashMap::new();
         for r in &function.registers {
@@ -238,6 +259,13 @@ impl<'a> KernelEmitter<'a> {
             param_bytes = offset + p.bytes();
             places.insert(p.name.clone(), Place::Param(offset));
         }
+        let mut ret_bytes = 0;
+        for p in &function.returns {
+            let offset = align_up(ret_bytes, p.align as u64);
+            ret_bytes = offset + p.bytes();
+            places.insert(p.name.clone(), Place::Ret(offset));
+        }
+        let mut call_sites = Vec::new();
         // Shared memory: the module's static variables, then the kernel's; unsized (extern)
         // arrays all start where dynamic shared memory does.
         let mut shared = 0u64;
@@ -258,10 +286,10 @@ impl<'a> KernelEmitter<'a> {
                     local += v.bytes();
                 }
                 (Space::Param, _) => {
-                    return Err(PtxError::Unsupported {
-                        line: v.line,
-                        what: format!(".param variable `{}` (calls are not supported yet)", v.name),
-                    })
+                    // A call site's argument or result: the calling function's own bytes.
+                    let c = format!("wvp_cp_{}", c_name(&v.name));
+                    places.insert(v.name.clone(), Place::CallSite(c.clone()));
+                    call_sites.push((c, v.bytes().max(1)));
                 }
                 _ => {}
             }
@@ -322,12 +350,14 @@ impl<'a> KernelEmitter<'a> {
             tables,
             live_across: Vec::new(),
             saved: Vec::new(),
+            callees,
+            call_sites,
         })
     }
 
-    fn emit(mut self, code: &mut String) -> Result<KernelInfo, PtxError> {
+    /// The body's statements as C, one line per instruction.
+    fn translate_body(&mut self) -> Result<String, PtxError> {
         let f = self.function;
-        let k = self.index;
         let mut body = String::new();
         let statements = f.body.as_deref().unwrap_or_default();
         let live = liveness::live_after(statements, &|r| self.registers.contains_key(r));
@@ -356,9 +386,37 @@ impl<'a> KernelEmitter<'a> {
                 }
             }
         }
-        // Registers, sorted for a stable, readable translation.
-        let mut regs: Vec<&(String, Scalar)> = self.registers.values().collect();
+        Ok(body)
+    }
+
+    /// The registers and call-site arrays every function body declares.
+    fn declarations(&self, code: &mut String) {
+        for (name, ty) in self.sorted_registers() {
+            let _ = writeln!(code, "    {} {name};", c_type(ty));
+        }
+        for (name, bytes) in &self.call_sites {
+            let _ = writeln!(
+                code,
+                "    uint8_t {name}[{bytes}] __attribute__((aligned(16)));"
+            );
+        }
+        if self.uses_carry {
+            let _ = writeln!(code, "    uint32_t wvp_cc = 0;");
+        }
+    }
+
+    fn sorted_registers(&self) -> Vec<(String, Scalar)> {
+        let mut regs: Vec<(String, Scalar)> = self.registers.values().cloned().collect();
         regs.sort_by_key(|r| natural(&r.0));
+        regs
+    }
+
+    fn emit(mut self, code: &mut String) -> Result<KernelInfo, PtxError> {
+        let f = self.function;
+        let k = self.index;
+        let body = self.translate_body()?;
+        // Registers, sorted for a stable, readable translation.
+        let regs = self.sorted_registers();
         let _ = writeln!(
             code,
             "\n/* ---- kernel `{}` (PTX line {}) ---- */",
@@ -380,12 +438,7 @@ impl<'a> KernelEmitter<'a> {
             code,
             "WVP_EXPORT int wvp_cta_{k}(const wvp_launch *wvp_launch_, wvp_cta *wvp_cta_) {{"
         );
-        for (name, ty) in &regs {
-            let _ = writeln!(code, "    {} {name};", c_type(*ty));
-        }
-        if self.uses_carry {
-            let _ = writeln!(code, "    uint32_t wvp_cc = 0;");
-        }
+        self.declarations(code);
         let _ = writeln!(
             code,
             "    uint8_t *wvp_shared = wvp_cta_->shared;\n    \
@@ -395,10 +448,11 @@ impl<'a> KernelEmitter<'a> {
              if (wvp_cta_->thread[wvp_t].wait != WVP_RUNNING) continue;\n        \
              wvp_regs_{k} *wvp_s = (wvp_regs_{k} *)wvp_cta_->spill + wvp_t;\n        \
              uint8_t *wvp_local = wvp_cta_->local + (size_t)wvp_t * {};\n        \
+             const uint64_t wvp_local_bytes = wvp_cta_->local_bytes;\n        \
              uint32_t wvp_tid_x = wvp_flat ? wvp_t : wvp_t % wvp_launch_->block[0];\n        \
              uint32_t wvp_tid_y = wvp_flat ? 0 : wvp_t / wvp_launch_->block[0] % wvp_launch_->block[1];\n        \
              uint32_t wvp_tid_z = wvp_flat ? 0 : wvp_t / wvp_launch_->block[0] / wvp_launch_->block[1];\n        \
-             (void)wvp_s; (void)wvp_local; (void)wvp_tid_x; (void)wvp_tid_y; (void)wvp_tid_z;\n        \
+             (void)wvp_s; (void)wvp_local; (void)wvp_local_bytes; (void)wvp_tid_x; (void)wvp_tid_y; (void)wvp_tid_z;\n        \
              switch (wvp_cta_->thread[wvp_t].resume) {{\n        case 0: break;",
             self.local_bytes
         );

@@ -70,6 +70,9 @@ impl KernelEmitter<'_> {
                 Ok(format!("(uint64_t){o}"))
             }
             Some(Place::Global(sym)) => Ok(format!("(uint64_t)(uintptr_t){sym}")),
+            Some(Place::Ret(_)) | Some(Place::CallSite(_)) => {
+                unsupported(i, &format!("takes the address of parameter `{name}`"))
+            }
             None => unsupported(i, &format!("refers to unknown symbol `{name}`")),
         }
     }
@@ -170,7 +173,37 @@ impl KernelEmitter<'_> {
                 (Some(Place::Local(o)), Space::Local | Space::Generic) => {
                     (format!("{o}"), Space::Local)
                 }
-                (Some(Place::Param(o)), Space::Param) => (format!("{o}"), Space::Param),
+                (Some(Place::Param(o)), Space::Param) if self.is_entry() => {
+                    (format!("{o}"), Space::Param)
+                }
+                // A device function's arguments and results, and call-site variables: fixed
+                // offsets into blocks of known size, checked here rather than at run time.
+                (Some(Place::Param(o)), Space::Param) => {
+                    return self.block_pointer(
+                        i,
+                        "wvp_args",
+                        o + *offset as u64,
+                        width,
+                        self.function_param_bytes(),
+                    )
+                }
+                (Some(Place::Ret(o)), Space::Param) => {
+                    return self.block_pointer(
+                        i,
+                        "wvp_ret",
+                        o + *offset as u64,
+                        width,
+                        self.function_ret_bytes(),
+                    )
+                }
+                (Some(Place::CallSite(c)), Space::Param) => {
+                    let size = self
+                        .call_sites
+                        .iter()
+                        .find(|x| &x.0 == c)
+                        .map_or(0, |x| x.1);
+                    return self.block_pointer(i, c, *offset as u64, width, size);
+                }
                 (Some(Place::Global(sym)), Space::Global | Space::Const | Space::Generic) => {
                     (format!("(uint64_t)(uintptr_t){sym}"), Space::Global)
                 }
@@ -181,17 +214,55 @@ impl KernelEmitter<'_> {
             },
             Some(_) => return unsupported(i, "has an address of a form not supported"),
         };
+        if space == Space::Param && !self.is_entry() {
+            return unsupported(
+                i,
+                "(parameter addresses in registers inside device functions are not supported)",
+            );
+        }
         if *offset != 0 {
             value = format!("{value} + {offset}");
         }
         Ok(match space {
             Space::Shared => format!("wvp_shared_at(wvp_cta_, {value}, {width})"),
-            Space::Local => format!("wvp_local_at(wvp_cta_, wvp_local, {value}, {width})"),
+            Space::Local => {
+                format!("wvp_local_at(wvp_cta_, wvp_local, wvp_local_bytes, {value}, {width})")
+            }
             Space::Param => format!("wvp_param_at(wvp_launch_, wvp_cta_, {value}, {width})"),
             Space::Global | Space::Const | Space::Generic => {
                 format!("wvp_global(wvp_launch_, wvp_cta_, {value}, {width})")
             }
         })
+    }
+
+    /// `base + offset` into a block of `size` bytes, refused when the access does not fit.
+    fn block_pointer(
+        &self,
+        i: &Instruction,
+        base: &str,
+        offset: u64,
+        width: u32,
+        size: u64,
+    ) -> R<String> {
+        if offset + width as u64 > size {
+            return unsupported(
+                i,
+                &format!("accesses {width} bytes at offset {offset} of a {size}-byte parameter"),
+            );
+        }
+        Ok(format!("({base} + {offset})"))
+    }
+
+    fn function_param_bytes(&self) -> u64 {
+        self.callees
+            .get(&self.function.name)
+            .map_or(0, |c| c.param_bytes)
+    }
+
+    fn function_ret_bytes(&self) -> u64 {
+        self.callees
+            .get(&self.function.name)
+            .map_or(0, |c| c.ret_bytes)
     }
 
     /// The instruction's value type: its last type modifier.
@@ -277,10 +348,18 @@ impl KernelEmitter<'_> {
                 Ok(())
             }
             "brx" => self.brx(i, out),
+            "ret" if !self.is_entry() => {
+                out.push_str("goto wvp_return;");
+                Ok(())
+            }
+            "exit" if !self.is_entry() => {
+                unsupported(i, "inside a device function is not supported")
+            }
             "ret" | "exit" => {
                 out.push_str("goto wvp_exit;");
                 Ok(())
             }
+            "call" => self.call(i, out),
             "trap" => {
                 out.push_str("return WVP_CTA_TRAP;");
                 Ok(())
