@@ -135,6 +135,23 @@ impl DeviceBuffer {
         unsafe { (*self.bytes.get()).as_slice().to_vec() }
     }
 
+    /// `len` bytes from `offset`, or `None` when the range is not inside the buffer.
+    pub fn read_at(&self, offset: usize, len: usize) -> Option<Vec<u8>> {
+        let end = offset.checked_add(len).filter(|&e| e <= self.len)?;
+        // SAFETY: as in `read`.
+        Some(unsafe { (*self.bytes.get()).as_slice()[offset..end].to_vec() })
+    }
+
+    /// Overwrites `data.len()` bytes from `offset`; `false` when they do not fit.
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> bool {
+        let Some(end) = offset.checked_add(data.len()).filter(|&e| e <= self.len) else {
+            return false;
+        };
+        // SAFETY: as in `read`; the range lies inside the allocation.
+        unsafe { (*self.bytes.get()).as_mut_slice()[offset..end].copy_from_slice(data) };
+        true
+    }
+
     /// Overwrites its first `data.len()` bytes.
     pub fn write(&self, data: &[u8]) -> Result<(), PtxError> {
         if data.len() > self.len {
@@ -373,6 +390,16 @@ impl PtxProgram {
             .iter()
             .find(|g| g.0 == name)
             .map(|g| (g.1, g.2))
+    }
+
+    /// Parameters of `kernel` as (offset, size) in its parameter buffer, and the buffer's size.
+    pub fn param_layout(&self, kernel: &str) -> Option<(Vec<(u64, u64)>, u64)> {
+        self.kernels.iter().find(|k| k.info.name == kernel).map(|k| {
+            (
+                k.info.params.iter().map(|p| (p.offset, p.size)).collect(),
+                k.info.param_bytes,
+            )
+        })
     }
 
     /// Parameter sizes of `kernel`, in order.

@@ -52,8 +52,36 @@ fn driver_error(what: &str, e: impl std::fmt::Debug) -> BackendError {
     BackendError::Launch(format!("{what}: {e:?}"))
 }
 
+/// The environment variable naming a CUDA driver library to use instead of the system's:
+/// `WARPVISOR_CUDA_DRIVER=target/release/libwarpvisor_cuda_driver.so` runs the `cuda`
+/// backend on warpvisor's CUDA driver for the CPU (crate `warpvisor-cuda-driver`).
+pub const DRIVER_VARIABLE: &str = "WARPVISOR_CUDA_DRIVER";
+
+/// Loads the library `WARPVISOR_CUDA_DRIVER` names, once, before cudarc looks for libcuda:
+/// its SONAME is `libcuda.so`, so cudarc's `dlopen("libcuda.so")` finds the loaded library
+/// instead of searching the disk. `Err` when the variable names nothing loadable.
+fn preload_driver() -> Result<(), BackendError> {
+    static LOADED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let result = LOADED.get_or_init(|| {
+        let Some(path) = std::env::var_os(DRIVER_VARIABLE) else {
+            return Ok(());
+        };
+        // SAFETY: loading a CUDA driver library runs only its initialisers; it stays loaded
+        // for the life of the process (cudarc keeps function pointers into it).
+        match unsafe { libloading::Library::new(&path) } {
+            Ok(lib) => {
+                std::mem::forget(lib);
+                Ok(())
+            }
+            Err(e) => Err(format!("{DRIVER_VARIABLE}={} cannot be loaded: {e}", path.to_string_lossy())),
+        }
+    });
+    result.clone().map_err(unavailable)
+}
+
 /// Every CUDA device, or why there are none (no driver library, no NVRTC, no device).
 pub fn devices() -> Result<Vec<DeviceInfo>, BackendError> {
+    preload_driver()?;
     // SAFETY: probing dlopens candidate library names; nothing is called unless one loads.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(unavailable(

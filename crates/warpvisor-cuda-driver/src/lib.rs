@@ -1,0 +1,15 @@
+//! A CUDA driver API on the CPU. The entry points a driver-API program (and cudarc, which
+//! warpvisor's `cuda` backend uses) calls, backed by `warpvisor::ptx`: modules are PTX
+//! translated to C and compiled, kernels run their CTAs on the host's cores, device memory is
+//! host memory that kernels may touch only where it was allocated.
+//!
+//! One device, "warpvisor CPU (N cores)", with an H100's limits and compute capability 9.0.
+//! Everything is synchronous: streams and events exist so that programs run unchanged, and a
+//! launch has finished when `cuLaunchKernel` returns. Errors are the CUDA codes; with
+//! `WARPVISOR_CUDA_VERBOSE=1` the reason is also printed on standard error.
+
+#![allow(non_snake_case, clippy::missing_safety_doc)]
+
+mod api;
+
+pub use api::*;
