@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-use warpvisor::ptx::{Dim3, DeviceBuffer, PtxError, PtxModule, PtxProgram, PtxRuntime};
+use warpvisor::ptx::{DeviceBuffer, Dim3, PtxError, PtxModule, PtxProgram, PtxRuntime};
 
 /// `CUresult`.
 pub type CUresult = c_uint;
@@ -165,24 +165,24 @@ fn libc_sysconf(name: c_int) -> i64 {
 /// Device attributes (CUdevice_attribute numbers): an H100's limits, this host's cores.
 fn attribute(a: c_int, cores: usize) -> Option<c_int> {
     Some(match a {
-        1 => 1024,                  // MAX_THREADS_PER_BLOCK
-        2 | 3 => 1024,              // MAX_BLOCK_DIM_X, _Y
-        4 => 64,                    // MAX_BLOCK_DIM_Z
-        5 => i32::MAX,              // MAX_GRID_DIM_X
-        6 | 7 => 65535,             // MAX_GRID_DIM_Y, _Z
-        8 => 48 * 1024,             // MAX_SHARED_MEMORY_PER_BLOCK
-        9 => 64 * 1024,             // TOTAL_CONSTANT_MEMORY
-        10 => 32,                   // WARP_SIZE
-        12 => 65536,                // MAX_REGISTERS_PER_BLOCK
-        13 => 1_755_000,            // CLOCK_RATE (kHz)
-        16 => cores as c_int,       // MULTIPROCESSOR_COUNT
-        39 => 2048,                 // MAX_THREADS_PER_MULTIPROCESSOR
-        41 => 1,                    // UNIFIED_ADDRESSING
-        75 => 9,                    // COMPUTE_CAPABILITY_MAJOR
-        76 => 0,                    // COMPUTE_CAPABILITY_MINOR
-        81 => 228 * 1024,           // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-        97 => 227 * 1024,           // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-        115 => 0,                   // MEMORY_POOLS_SUPPORTED: allocations are synchronous
+        1 => 1024,            // MAX_THREADS_PER_BLOCK
+        2 | 3 => 1024,        // MAX_BLOCK_DIM_X, _Y
+        4 => 64,              // MAX_BLOCK_DIM_Z
+        5 => i32::MAX,        // MAX_GRID_DIM_X
+        6 | 7 => 65535,       // MAX_GRID_DIM_Y, _Z
+        8 => 48 * 1024,       // MAX_SHARED_MEMORY_PER_BLOCK
+        9 => 64 * 1024,       // TOTAL_CONSTANT_MEMORY
+        10 => 32,             // WARP_SIZE
+        12 => 65536,          // MAX_REGISTERS_PER_BLOCK
+        13 => 1_755_000,      // CLOCK_RATE (kHz)
+        16 => cores as c_int, // MULTIPROCESSOR_COUNT
+        39 => 2048,           // MAX_THREADS_PER_MULTIPROCESSOR
+        41 => 1,              // UNIFIED_ADDRESSING
+        75 => 9,              // COMPUTE_CAPABILITY_MAJOR
+        76 => 0,              // COMPUTE_CAPABILITY_MINOR
+        81 => 228 * 1024,     // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+        97 => 227 * 1024,     // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+        115 => 0,             // MEMORY_POOLS_SUPPORTED: allocations are synchronous
         _ => 0,
     })
 }
@@ -206,7 +206,10 @@ pub unsafe extern "C" fn cuDeviceGetAttribute(v: *mut c_int, a: c_int, dev: CUde
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut *mut c_void, dev: CUdevice) -> CUresult {
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(
+    ctx: *mut *mut c_void,
+    dev: CUdevice,
+) -> CUresult {
     tri!(driver());
     if dev != 0 {
         return INVALID_DEVICE;
@@ -224,7 +227,11 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRelease_v2(_dev: CUdevice) -> CUresul
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut *mut c_void, _flags: c_uint, dev: CUdevice) -> CUresult {
+pub unsafe extern "C" fn cuCtxCreate_v2(
+    ctx: *mut *mut c_void,
+    _flags: c_uint,
+    dev: CUdevice,
+) -> CUresult {
     cuDevicePrimaryCtxRetain(ctx, dev)
 }
 
@@ -243,7 +250,11 @@ pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut *mut c_void) -> CUresult {
     if ctx.is_null() {
         return INVALID_VALUE;
     }
-    *ctx = if driver().is_ok() { context() } else { std::ptr::null_mut() };
+    *ctx = if driver().is_ok() {
+        context()
+    } else {
+        std::ptr::null_mut()
+    };
     SUCCESS
 }
 
@@ -330,7 +341,11 @@ pub unsafe extern "C" fn cuMemFree_v2(p: CUdeviceptr) -> CUresult {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuMemAllocAsync(p: *mut CUdeviceptr, bytes: usize, _s: *mut c_void) -> CUresult {
+pub unsafe extern "C" fn cuMemAllocAsync(
+    p: *mut CUdeviceptr,
+    bytes: usize,
+    _s: *mut c_void,
+) -> CUresult {
     cuMemAlloc_v2(p, bytes)
 }
 
@@ -356,7 +371,11 @@ pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) ->
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n: usize) -> CUresult {
+pub unsafe extern "C" fn cuMemcpyHtoD_v2(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    n: usize,
+) -> CUresult {
     let d = tri!(driver());
     if n == 0 {
         return SUCCESS;
@@ -364,8 +383,12 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(dst: CUdeviceptr, src: *const c_void, n
     if src.is_null() {
         return INVALID_VALUE;
     }
-    let Ok(m) = d.memory.lock() else { return UNKNOWN };
-    let Some((b, off)) = find(&m, dst, n) else { return INVALID_VALUE };
+    let Ok(m) = d.memory.lock() else {
+        return UNKNOWN;
+    };
+    let Some((b, off)) = find(&m, dst, n) else {
+        return INVALID_VALUE;
+    };
     let data = std::slice::from_raw_parts(src as *const u8, n);
     if b.write_at(off, data) {
         SUCCESS
@@ -383,8 +406,12 @@ pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: 
     if dst.is_null() {
         return INVALID_VALUE;
     }
-    let Ok(m) = d.memory.lock() else { return UNKNOWN };
-    let Some((b, off)) = find(&m, src, n) else { return INVALID_VALUE };
+    let Ok(m) = d.memory.lock() else {
+        return UNKNOWN;
+    };
+    let Some((b, off)) = find(&m, src, n) else {
+        return INVALID_VALUE;
+    };
     match b.read_at(off, n) {
         Some(bytes) => {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst as *mut u8, n);
@@ -400,7 +427,9 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: 
     if n == 0 {
         return SUCCESS;
     }
-    let Ok(m) = d.memory.lock() else { return UNKNOWN };
+    let Ok(m) = d.memory.lock() else {
+        return UNKNOWN;
+    };
     let (Some((s, so)), Some((t, to))) = (find(&m, src, n), find(&m, dst, n)) else {
         return INVALID_VALUE;
     };
@@ -411,17 +440,32 @@ pub unsafe extern "C" fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: 
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(dst: CUdeviceptr, src: *const c_void, n: usize, _s: *mut c_void) -> CUresult {
+pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
+    dst: CUdeviceptr,
+    src: *const c_void,
+    n: usize,
+    _s: *mut c_void,
+) -> CUresult {
     cuMemcpyHtoD_v2(dst, src, n)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: CUdeviceptr, n: usize, _s: *mut c_void) -> CUresult {
+pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
+    dst: *mut c_void,
+    src: CUdeviceptr,
+    n: usize,
+    _s: *mut c_void,
+) -> CUresult {
     cuMemcpyDtoH_v2(dst, src, n)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize, _s: *mut c_void) -> CUresult {
+pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
+    dst: CUdeviceptr,
+    src: CUdeviceptr,
+    n: usize,
+    _s: *mut c_void,
+) -> CUresult {
     cuMemcpyDtoD_v2(dst, src, n)
 }
 
@@ -431,8 +475,12 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: usize) -> CUr
     if n == 0 {
         return SUCCESS;
     }
-    let Ok(m) = d.memory.lock() else { return UNKNOWN };
-    let Some((b, off)) = find(&m, dst, n) else { return INVALID_VALUE };
+    let Ok(m) = d.memory.lock() else {
+        return UNKNOWN;
+    };
+    let Some((b, off)) = find(&m, dst, n) else {
+        return INVALID_VALUE;
+    };
     if b.write_at(off, &vec![v; n]) {
         SUCCESS
     } else {
@@ -441,12 +489,21 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: usize) -> CUr
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuMemsetD8Async(dst: CUdeviceptr, v: u8, n: usize, _s: *mut c_void) -> CUresult {
+pub unsafe extern "C" fn cuMemsetD8Async(
+    dst: CUdeviceptr,
+    v: u8,
+    n: usize,
+    _s: *mut c_void,
+) -> CUresult {
     cuMemsetD8_v2(dst, v, n)
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuMemHostAlloc(p: *mut *mut c_void, bytes: usize, _flags: c_uint) -> CUresult {
+pub unsafe extern "C" fn cuMemHostAlloc(
+    p: *mut *mut c_void,
+    bytes: usize,
+    _flags: c_uint,
+) -> CUresult {
     let d = tri!(driver());
     if p.is_null() {
         return INVALID_VALUE;
@@ -479,7 +536,11 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuMemHostRegister_v2(_p: *mut c_void, _bytes: usize, _flags: c_uint) -> CUresult {
+pub unsafe extern "C" fn cuMemHostRegister_v2(
+    _p: *mut c_void,
+    _bytes: usize,
+    _flags: c_uint,
+) -> CUresult {
     SUCCESS
 }
 
@@ -504,7 +565,11 @@ pub unsafe extern "C" fn cuStreamCreate(s: *mut *mut c_void, _flags: c_uint) -> 
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuStreamCreateWithPriority(s: *mut *mut c_void, flags: c_uint, _p: c_int) -> CUresult {
+pub unsafe extern "C" fn cuStreamCreateWithPriority(
+    s: *mut *mut c_void,
+    flags: c_uint,
+    _p: c_int,
+) -> CUresult {
     cuStreamCreate(s, flags)
 }
 
@@ -527,7 +592,11 @@ pub unsafe extern "C" fn cuStreamQuery(_s: *mut c_void) -> CUresult {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuStreamWaitEvent(_s: *mut c_void, _e: *mut c_void, _f: c_uint) -> CUresult {
+pub unsafe extern "C" fn cuStreamWaitEvent(
+    _s: *mut c_void,
+    _e: *mut c_void,
+    _f: c_uint,
+) -> CUresult {
     SUCCESS
 }
 
@@ -560,7 +629,11 @@ pub unsafe extern "C" fn cuEventQuery(_e: *mut c_void) -> CUresult {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuEventElapsedTime(ms: *mut f32, start: *mut c_void, end: *mut c_void) -> CUresult {
+pub unsafe extern "C" fn cuEventElapsedTime(
+    ms: *mut f32,
+    start: *mut c_void,
+    end: *mut c_void,
+) -> CUresult {
     if ms.is_null() || start.is_null() || end.is_null() {
         return INVALID_VALUE;
     }
@@ -631,12 +704,18 @@ pub unsafe extern "C" fn cuModuleUnload(m: *mut c_void) -> CUresult {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuModuleGetFunction(f: *mut *mut c_void, m: *mut c_void, name: *const c_char) -> CUresult {
+pub unsafe extern "C" fn cuModuleGetFunction(
+    f: *mut *mut c_void,
+    m: *mut c_void,
+    name: *const c_char,
+) -> CUresult {
     if f.is_null() || m.is_null() || name.is_null() {
         return INVALID_VALUE;
     }
     let module = &*(m as *const Module);
-    let Ok(name) = CStr::from_ptr(name).to_str() else { return INVALID_VALUE };
+    let Ok(name) = CStr::from_ptr(name).to_str() else {
+        return INVALID_VALUE;
+    };
     if module.program.param_layout(name).is_none() {
         return NOT_FOUND;
     }
@@ -658,7 +737,9 @@ pub unsafe extern "C" fn cuModuleGetGlobal_v2(
         return INVALID_VALUE;
     }
     let module = &*(m as *const Module);
-    let Ok(name) = CStr::from_ptr(name).to_str() else { return INVALID_VALUE };
+    let Ok(name) = CStr::from_ptr(name).to_str() else {
+        return INVALID_VALUE;
+    };
     match module.program.global(name) {
         Some((addr, size)) => {
             if !p.is_null() {
@@ -752,10 +833,13 @@ pub unsafe extern "C" fn cuLaunchKernel(
     } else if bytes > 0 {
         return INVALID_VALUE;
     }
-    match module
-        .program
-        .launch_raw(&function.name, Dim3::new(gx, gy, gz), Dim3::new(bx, by, bz), shared, buffer)
-    {
+    match module.program.launch_raw(
+        &function.name,
+        Dim3::new(gx, gy, gz),
+        Dim3::new(bx, by, bz),
+        shared,
+        buffer,
+    ) {
         Ok(()) => SUCCESS,
         Err(e) => code(&e),
     }
@@ -776,7 +860,11 @@ pub unsafe extern "C" fn cuOccupancyMaxActiveBlocksPerMultiprocessor(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuPointerGetAttribute(_v: *mut c_void, _a: c_int, _p: CUdeviceptr) -> CUresult {
+pub unsafe extern "C" fn cuPointerGetAttribute(
+    _v: *mut c_void,
+    _a: c_int,
+    _p: CUdeviceptr,
+) -> CUresult {
     NOT_SUPPORTED
 }
 
@@ -787,12 +875,24 @@ fn error_text(e: CUresult) -> (&'static [u8], &'static [u8]) {
         OUT_OF_MEMORY => (b"CUDA_ERROR_OUT_OF_MEMORY\0", b"out of memory\0"),
         NOT_INITIALIZED => (b"CUDA_ERROR_NOT_INITIALIZED\0", b"initialization error\0"),
         INVALID_DEVICE => (b"CUDA_ERROR_INVALID_DEVICE\0", b"invalid device ordinal\0"),
-        INVALID_PTX => (b"CUDA_ERROR_INVALID_PTX\0", b"a PTX JIT compilation failed\0"),
+        INVALID_PTX => (
+            b"CUDA_ERROR_INVALID_PTX\0",
+            b"a PTX JIT compilation failed\0",
+        ),
         INVALID_HANDLE => (b"CUDA_ERROR_INVALID_HANDLE\0", b"invalid resource handle\0"),
         NOT_FOUND => (b"CUDA_ERROR_NOT_FOUND\0", b"named symbol not found\0"),
-        700 => (b"CUDA_ERROR_ILLEGAL_ADDRESS\0", b"an illegal memory access was encountered\0"),
-        701 => (b"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES\0", b"too many resources requested for launch\0"),
-        719 => (b"CUDA_ERROR_LAUNCH_FAILED\0", b"unspecified launch failure\0"),
+        700 => (
+            b"CUDA_ERROR_ILLEGAL_ADDRESS\0",
+            b"an illegal memory access was encountered\0",
+        ),
+        701 => (
+            b"CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES\0",
+            b"too many resources requested for launch\0",
+        ),
+        719 => (
+            b"CUDA_ERROR_LAUNCH_FAILED\0",
+            b"unspecified launch failure\0",
+        ),
         NOT_SUPPORTED => (b"CUDA_ERROR_NOT_SUPPORTED\0", b"operation not supported\0"),
         _ => (b"CUDA_ERROR_UNKNOWN\0", b"unknown error\0"),
     }

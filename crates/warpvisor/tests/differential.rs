@@ -414,3 +414,17 @@ fn random_modules_agree_with_wasmtime_on_opencl() {
         seeds("WARPVISOR_DIFF_SEEDS_OPENCL", "1000..1030"),
     );
 }
+
+/// The `cuda` backend through warpvisor's CUDA driver for the CPU: NVRTC's PTX of each
+/// module's kernel, translated to C and run on the host (`WARPVISOR_DIFF_SEEDS_CUDA`).
+#[test]
+fn random_modules_agree_with_wasmtime_on_cuda_through_the_cpu_driver() {
+    if !common::cuda_on_cpu_here() {
+        return;
+    }
+    run_range(
+        "cuda",
+        CallMode::Continuations,
+        seeds("WARPVISOR_DIFF_SEEDS_CUDA", "0..30"),
+    );
+}

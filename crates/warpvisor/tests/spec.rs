@@ -1,6 +1,8 @@
 //! Conformance: every non-SIMD script of the WebAssembly 2.0 spec suite, run through warpvisor's
 //! own `wast` runner: on `cpu` (interleave 0, with continuations and with direct calls;
-//! interleave 8 with the kernel split into small partitions) and on `opencl` (interleave 4).
+//! interleave 8 with the kernel split into small partitions), on `opencl` (interleave 4), and on
+//! `cuda` through warpvisor's CUDA driver for the CPU (a fixed subset in CI, every script with
+//! `WARPVISOR_CUDA_SPEC=all`).
 
 mod common;
 
@@ -15,6 +17,17 @@ fn run_suite(
     interleave: u32,
     partition_ops: u32,
     calls: CallMode,
+) -> Vec<ScriptReport> {
+    run_scripts(backend, interleave, partition_ops, calls, &|_| true)
+}
+
+/// The scripts whose names `keep` accepts.
+fn run_scripts(
+    backend: &str,
+    interleave: u32,
+    partition_ops: u32,
+    calls: CallMode,
+    keep: &dyn Fn(&str) -> bool,
 ) -> Vec<ScriptReport> {
     let dir = common::testsuite().join("wasm-spec");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
@@ -32,6 +45,7 @@ fn run_suite(
         "expected the non-SIMD spec scripts in {}",
         dir.display()
     );
+    files.retain(|p| p.file_name().is_some_and(|n| keep(&n.to_string_lossy())));
     let config = WastConfig {
         backend: common::backend(backend),
         kernel: KernelOptions {
@@ -117,4 +131,52 @@ fn spec_suite_on_opencl_interleave_4() {
 fn spec_suite_on_cpu_interleave_8_in_small_partitions() {
     // Kernels of at most 30 operators: calls cross partitions all the time.
     check("cpu", 8, 30, CallMode::Continuations);
+}
+
+/// The scripts CI runs on `cuda` through the CPU driver (each kernel goes through NVRTC, the
+/// PTX translator and the C compiler: the whole suite takes about 15 minutes on 2 cores).
+/// Integer and float arithmetic, conversions, control flow, calls, memory and tables.
+const CUDA_SCRIPTS: &[&str] = &[
+    "i32.wast",
+    "i64.wast",
+    "f32.wast",
+    "f64.wast",
+    "conversions.wast",
+    "br_table.wast",
+    "call_indirect.wast",
+    "fac.wast",
+    "memory_grow.wast",
+    "address.wast",
+    "table_copy.wast",
+    "traps.wast",
+];
+
+#[test]
+fn spec_suite_on_cuda_through_the_cpu_driver() {
+    if !common::cuda_on_cpu_here() {
+        return;
+    }
+    let all = std::env::var("WARPVISOR_CUDA_SPEC").is_ok_and(|v| v == "all");
+    let reports = run_scripts("cuda", 0, 0, CallMode::Continuations, &|n| {
+        all || CUDA_SCRIPTS.contains(&n)
+    });
+    let passed: usize = reports.iter().map(|r| r.passed).sum();
+    let failures: Vec<String> = reports
+        .iter()
+        .flat_map(|r| r.failures.iter().map(move |f| format!("{}:{f}", r.name)))
+        .collect();
+    eprintln!(
+        "cuda (CPU driver): {} scripts, {passed} passed, {} failed",
+        reports.len(),
+        failures.len()
+    );
+    if !all {
+        assert_eq!(
+            reports.len(),
+            CUDA_SCRIPTS.len(),
+            "a listed script is missing"
+        );
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert!(passed > 5_000, "too few assertions ran: {passed}");
 }

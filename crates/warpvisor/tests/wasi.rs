@@ -95,6 +95,14 @@ fn echo_jobs_match_wasmtime_on_cpu() {
 }
 
 #[test]
+fn echo_jobs_match_wasmtime_on_cuda_through_the_cpu_driver() {
+    if !common::cuda_on_cpu_here() {
+        return;
+    }
+    check_against_wasmtime("cuda", &echo(), &jobs(), 2);
+}
+
+#[test]
 fn echo_jobs_match_wasmtime_on_opencl() {
     check_against_wasmtime("opencl", &echo(), &jobs(), 2);
 }

@@ -67,8 +67,9 @@ pub struct Probe {
 pub fn probe(kind: BackendKind) -> Probe {
     let (has_gpu, state) = match kind {
         BackendKind::Cuda => match cuda::devices() {
+            // warpvisor's CPU driver is not a GPU: `auto` does not pick it over `cpu`.
             Ok(ds) => (
-                !ds.is_empty(),
+                !ds.is_empty() && !cuda::driver_is_cpu(),
                 Ok(ds
                     .iter()
                     .map(|d| {

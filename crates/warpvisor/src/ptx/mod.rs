@@ -13,7 +13,7 @@
 //! let module = PtxModule::parse(&std::fs::read_to_string("vector_add.ptx").unwrap())?;
 //! let rt = PtxRuntime::new()?;
 //! let program = rt.load(&module)?;
-//! let (a, b, c) = (rt.buffer_from(&[0u8; 4096]), rt.buffer_from(&[0u8; 4096]), rt.buffer(4096));
+//! let (a, b, c) = (rt.buffer_from(&[0u8; 4096])?, rt.buffer_from(&[0u8; 4096])?, rt.buffer(4096)?);
 //! program.launch("vector_add", Dim3::x(4), Dim3::x(256), 0,
 //!     &[Arg::Buffer(&a), Arg::Buffer(&b), Arg::Buffer(&c), Arg::I32(1024)])?;
 //! let sums = c.read();

@@ -394,12 +394,15 @@ impl PtxProgram {
 
     /// Parameters of `kernel` as (offset, size) in its parameter buffer, and the buffer's size.
     pub fn param_layout(&self, kernel: &str) -> Option<(Vec<(u64, u64)>, u64)> {
-        self.kernels.iter().find(|k| k.info.name == kernel).map(|k| {
-            (
-                k.info.params.iter().map(|p| (p.offset, p.size)).collect(),
-                k.info.param_bytes,
-            )
-        })
+        self.kernels
+            .iter()
+            .find(|k| k.info.name == kernel)
+            .map(|k| {
+                (
+                    k.info.params.iter().map(|p| (p.offset, p.size)).collect(),
+                    k.info.param_bytes,
+                )
+            })
     }
 
     /// Parameter sizes of `kernel`, in order.

@@ -30,10 +30,53 @@ pub fn opencl() -> Arc<dyn Backend> {
     .clone()
 }
 
-/// A backend by name: `cpu` or `opencl`.
+/// warpvisor's CUDA driver for the CPU (`libwarpvisor_cuda_driver.so`), built beside the test
+/// binaries by `cargo test --workspace` (or `cargo build -p warpvisor-cuda-driver`).
+pub fn cuda_driver_library() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    let profile = deps.parent()?;
+    [profile, deps]
+        .iter()
+        .map(|d| d.join("libwarpvisor_cuda_driver.so"))
+        .find(|p| p.exists())
+}
+
+/// Whether the `cuda` backend can run here through warpvisor's CPU driver (the driver library
+/// and NVRTC found). Where CI requires them (`WARPVISOR_REQUIRE_NVRTC`) their absence fails
+/// the test; elsewhere the test prints `NOT RUN` and returns.
+pub fn cuda_on_cpu_here() -> bool {
+    let required = std::env::var_os("WARPVISOR_REQUIRE_NVRTC").is_some();
+    let why = match (cuda_driver_library(), warpvisor::backend::cuda::nvrtc_status()) {
+        (Some(_), Ok(_)) => return true,
+        (None, _) => "the CUDA driver for the CPU is not built (cargo build -p warpvisor-cuda-driver; cargo test --workspace builds it)".to_string(),
+        (_, Err(e)) => e.to_string(),
+    };
+    assert!(!required, "WARPVISOR_REQUIRE_NVRTC is set but {why}");
+    eprintln!("NOT RUN: {why}");
+    false
+}
+
+/// The `cuda` backend on warpvisor's CUDA driver for the CPU (check [`cuda_on_cpu_here`]
+/// first).
+pub fn cuda() -> Arc<dyn Backend> {
+    static CUDA: OnceLock<Arc<dyn Backend>> = OnceLock::new();
+    CUDA.get_or_init(|| {
+        let lib = cuda_driver_library().expect("the CUDA driver for the CPU is built");
+        warpvisor::backend::cuda::use_driver(&lib).unwrap_or_else(|e| panic!("{e}"));
+        Arc::new(
+            warpvisor::backend::cuda::CudaBackend::new(None)
+                .unwrap_or_else(|e| panic!("the cuda backend on the CPU driver: {e}")),
+        )
+    })
+    .clone()
+}
+
+/// A backend by name: `cpu`, `opencl`, or `cuda` (on warpvisor's CPU driver).
 pub fn backend(name: &str) -> Arc<dyn Backend> {
     match name {
         "opencl" => opencl(),
+        "cuda" => cuda(),
         _ => cpu(),
     }
 }
@@ -42,6 +85,7 @@ pub fn backend(name: &str) -> Arc<dyn Backend> {
 pub fn dialect(name: &str) -> warpvisor::codegen::Dialect {
     match name {
         "opencl" => warpvisor::codegen::Dialect::OpenCl,
+        "cuda" => warpvisor::codegen::Dialect::Cuda,
         _ => warpvisor::codegen::Dialect::C,
     }
 }

@@ -57,26 +57,54 @@ fn driver_error(what: &str, e: impl std::fmt::Debug) -> BackendError {
 /// backend on warpvisor's CUDA driver for the CPU (crate `warpvisor-cuda-driver`).
 pub const DRIVER_VARIABLE: &str = "WARPVISOR_CUDA_DRIVER";
 
-/// Loads the library `WARPVISOR_CUDA_DRIVER` names, once, before cudarc looks for libcuda:
-/// its SONAME is `libcuda.so`, so cudarc's `dlopen("libcuda.so")` finds the loaded library
-/// instead of searching the disk. `Err` when the variable names nothing loadable.
-fn preload_driver() -> Result<(), BackendError> {
-    static LOADED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    let result = LOADED.get_or_init(|| {
-        let Some(path) = std::env::var_os(DRIVER_VARIABLE) else {
-            return Ok(());
-        };
-        // SAFETY: loading a CUDA driver library runs only its initialisers; it stays loaded
-        // for the life of the process (cudarc keeps function pointers into it).
-        match unsafe { libloading::Library::new(&path) } {
+/// The driver library chosen for this process (`WARPVISOR_CUDA_DRIVER` or [`use_driver`]).
+static DRIVER: std::sync::OnceLock<Result<std::path::PathBuf, String>> = std::sync::OnceLock::new();
+
+/// Makes the `cuda` backend use the CUDA driver library at `path` (warpvisor's CPU driver,
+/// `libwarpvisor_cuda_driver.so`) instead of the system's libcuda. It is loaded at once and
+/// stays loaded; its SONAME is `libcuda.so`, so cudarc's `dlopen("libcuda.so")` finds it
+/// among the loaded libraries instead of searching the disk. Must come before the first use
+/// of the backend; a second call with another path is an error.
+pub fn use_driver(path: &std::path::Path) -> Result<(), BackendError> {
+    let chosen = DRIVER.get_or_init(|| {
+        // SAFETY: loading a CUDA driver library runs only its initialisers; cudarc keeps
+        // function pointers into it, so it is never unloaded.
+        match unsafe { libloading::Library::new(path) } {
             Ok(lib) => {
                 std::mem::forget(lib);
-                Ok(())
+                Ok(path.to_path_buf())
             }
-            Err(e) => Err(format!("{DRIVER_VARIABLE}={} cannot be loaded: {e}", path.to_string_lossy())),
+            Err(e) => Err(format!(
+                "the CUDA driver {} cannot be loaded: {e}",
+                path.display()
+            )),
         }
     });
-    result.clone().map_err(unavailable)
+    match chosen {
+        Ok(p) if p == path => Ok(()),
+        Ok(p) => Err(unavailable(format!(
+            "the CUDA driver {} is already in use; {} cannot replace it",
+            p.display(),
+            path.display()
+        ))),
+        Err(e) => Err(unavailable(e.clone())),
+    }
+}
+
+/// Loads the library `WARPVISOR_CUDA_DRIVER` names, if set (see [`use_driver`]).
+fn preload_driver() -> Result<(), BackendError> {
+    match std::env::var_os(DRIVER_VARIABLE) {
+        Some(path) => use_driver(std::path::Path::new(&path)),
+        None => match DRIVER.get() {
+            Some(Err(e)) => Err(unavailable(e.clone())),
+            _ => Ok(()),
+        },
+    }
+}
+
+/// Whether the driver in use is warpvisor's CPU driver rather than an NVIDIA GPU's.
+pub fn driver_is_cpu() -> bool {
+    matches!(DRIVER.get(), Some(Ok(_)))
 }
 
 /// Every CUDA device, or why there are none (no driver library, no NVRTC, no device).
