@@ -1,0 +1,91 @@
+// CUDA programs of the PTX-on-CPU corpus (tests/ptx_corpus.rs). corpus.ptx beside this folder
+// is NVRTC 12.x's output for compute_70: `python3 crates/warpvisor-bench/cuda/nvrtc.py
+// crates/warpvisor/tests/ptx/src/corpus.cu > crates/warpvisor/tests/ptx/corpus.ptx`.
+
+// Transpose of a w x h matrix through a 32 x 33 shared tile, block 32 x 8.
+extern "C" __global__ void transpose_shared(const float *in, float *out, int w, int h) {
+    __shared__ float tile[32][33];
+    int x = blockIdx.x * 32 + threadIdx.x, y = blockIdx.y * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < w && y + j < h) tile[threadIdx.y + j][threadIdx.x] = in[(y + j) * w + x];
+    __syncthreads();
+    x = blockIdx.y * 32 + threadIdx.x;
+    y = blockIdx.x * 32 + threadIdx.y;
+    for (int j = 0; j < 32; j += 8)
+        if (x < h && y + j < w) out[(y + j) * h + x] = tile[threadIdx.x][threadIdx.y + j];
+}
+
+// Inclusive Hillis-Steele scan of each block's segment (double buffer in dynamic shared memory).
+extern "C" __global__ void scan_block(const int *in, int *out, int n) {
+    extern __shared__ int buf[];
+    int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+    int *a = buf, *b = buf + blockDim.x;
+    a[t] = i < n ? in[i] : 0;
+    __syncthreads();
+    for (int d = 1; d < blockDim.x; d <<= 1) {
+        b[t] = t >= d ? a[t] + a[t - d] : a[t];
+        __syncthreads();
+        int *s = a; a = b; b = s;
+    }
+    if (i < n) out[i] = a[t];
+}
+
+// 256-bin histogram: shared atomics per block, then global atomics.
+extern "C" __global__ void histogram_shared(const unsigned char *in, unsigned *bins, int n) {
+    __shared__ unsigned local[256];
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) local[b] = 0;
+    __syncthreads();
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        atomicAdd(&local[in[i]], 1u);
+    __syncthreads();
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) atomicAdd(&bins[b], local[b]);
+}
+
+// Bitonic sort of each block's blockDim.x keys (a power of two) in dynamic shared memory.
+extern "C" __global__ void bitonic_sort(unsigned *data) {
+    extern __shared__ unsigned keys[];
+    unsigned t = threadIdx.x, base = blockIdx.x * blockDim.x;
+    keys[t] = data[base + t];
+    __syncthreads();
+    for (unsigned k = 2; k <= blockDim.x; k <<= 1) {
+        for (unsigned j = k >> 1; j > 0; j >>= 1) {
+            unsigned p = t ^ j;
+            if (p > t) {
+                unsigned a = keys[t], b = keys[p];
+                bool up = (t & k) == 0;
+                if ((a > b) == up) { keys[t] = b; keys[p] = a; }
+            }
+            __syncthreads();
+        }
+    }
+    data[base + t] = keys[t];
+}
+
+// Warp votes and shuffles with full masks: six results per thread.
+extern "C" __global__ void warp_ops(const int *in, int *out) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x, v = in[i];
+    int lane = threadIdx.x & 31;
+    unsigned ballot = __ballot_sync(0xffffffffu, v & 1);
+    int any = __any_sync(0xffffffffu, v > 900);
+    int all = __all_sync(0xffffffffu, v >= 0);
+    int from0 = __shfl_sync(0xffffffffu, v, 0);
+    int up = __shfl_up_sync(0xffffffffu, v, 3);
+    int x = __shfl_xor_sync(0xffffffffu, v, 5);
+    int *o = out + 6 * i;
+    o[0] = (int)ballot; o[1] = any; o[2] = all; o[3] = from0; o[4] = up; o[5] = x + lane;
+}
+
+// Sum of squares with a warp-shuffle reduction inside each warp and shared memory across warps.
+extern "C" __global__ void sum_squares(const float *in, float *out, int n) {
+    __shared__ float warps[32];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    float v = i < n ? in[i] * in[i] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        v = threadIdx.x < (blockDim.x + 31) / 32 ? warps[threadIdx.x] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+        if (threadIdx.x == 0) out[blockIdx.x] = v;
+    }
+}
