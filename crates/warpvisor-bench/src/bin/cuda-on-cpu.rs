@@ -18,9 +18,8 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
     }
     print!("{}", warpvisor_bench::cuda_on_cpu::markdown(&report));
-    Ok(if report.errors.is_empty() {
-        ()
-    } else {
-        anyhow::bail!("{} measurements failed", report.errors.len())
-    })
+    if !report.errors.is_empty() {
+        anyhow::bail!("{} measurements failed", report.errors.len());
+    }
+    Ok(())
 }
