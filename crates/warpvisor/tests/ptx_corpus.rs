@@ -4,6 +4,8 @@
 //! tiled matrixMul, reduction, and `barrier_64`, a `bar.sync` inside a loop with 64 values
 //! live across it). The PTX is NVRTC's, committed so that these run without NVRTC.
 
+mod common;
+
 use std::sync::OnceLock;
 
 use warpvisor::ptx::{Arg, DeviceBuffer, Dim3, PtxModule, PtxProgram, PtxRuntime};
@@ -391,4 +393,60 @@ fn warp_shuffle_reduction_for_every_block_size() {
             .collect();
         assert_eq!(floats(&dout), want, "block {bs}");
     }
+}
+
+/// The corpus compiled by this machine's NVRTC (PyPI's in CI) instead of the committed PTX:
+/// the same kernels must give the same results.
+#[test]
+fn fresh_nvrtc_ptx_of_the_corpus_gives_the_same_results() {
+    match warpvisor::backend::cuda::nvrtc_status() {
+        Ok(_) => {}
+        Err(e) if std::env::var_os("WARPVISOR_REQUIRE_NVRTC").is_some() => {
+            panic!("WARPVISOR_REQUIRE_NVRTC is set but {e}")
+        }
+        Err(e) => {
+            eprintln!("NOT RUN: {e}");
+            return;
+        }
+    }
+    let source = include_str!("ptx/src/corpus.cu");
+    let options = cudarc::nvrtc::CompileOptions {
+        arch: Some("compute_70"),
+        options: vec!["-default-device".into()],
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, options)
+        .unwrap_or_else(|e| panic!("NVRTC: {e:?}"));
+    let fresh = runtime()
+        .load(&PtxModule::parse(&ptx.to_src()).unwrap_or_else(|e| panic!("{e}")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let keys = xorshift(3 * 256, 77);
+    let mut results = Vec::new();
+    for p in [program("corpus"), &fresh] {
+        let data = buf(&to_bytes(&keys, u32::to_le_bytes));
+        p.launch(
+            "bitonic_sort",
+            Dim3::x(3),
+            Dim3::x(256),
+            256 * 4,
+            &[Arg::Buffer(&data)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let input: Vec<i32> = keys.iter().map(|&k| (k % 1000) as i32).collect();
+        let din = buf(&to_bytes(&input, i32::to_le_bytes));
+        let dout = runtime().buffer(input.len() * 6 * 4).expect("buffer");
+        p.launch(
+            "warp_ops",
+            Dim3::x(3),
+            Dim3::x(256),
+            0,
+            &[Arg::Buffer(&din), Arg::Buffer(&dout)],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        results.push((words(&data), words(&dout)));
+    }
+    assert!(
+        results[0] == results[1],
+        "the fresh PTX gives other results"
+    );
 }
