@@ -1,8 +1,8 @@
 //! What crosses between host and device: a fleet keeps its state on the device, and between
 //! launches the host moves only control blocks and what hypercalls need (issue 13's
 //! acceptance). The counts come from the backend's own storage (`DeviceFleet::traffic`), and
-//! the fleet logic that decides what moves is the same for every backend. The `cuda` case
-//! runs only where a CUDA device is (none has been lent to this project so far).
+//! the fleet logic that decides what moves is the same for every backend. The `cuda` case runs
+//! on a CUDA GPU where there is one, else on warpvisor's CUDA driver for the CPU.
 
 mod common;
 
@@ -115,13 +115,16 @@ fn opencl_a_hypercall_round_moves_only_control_blocks_and_payloads() {
     check_traffic("opencl");
 }
 
-/// On a CUDA device: the resident fleet's own counters (`cuda/fleet.rs`). Where there is no
-/// device this says so and does not run, unless `WARPVISOR_REQUIRE_CUDA` is set (on a machine
-/// lent a GPU, or once the CUDA driver on the CPU of issue 15 exists), where it must run.
+/// The resident CUDA fleet's own counters (`cuda/fleet.rs`): on a CUDA GPU where there is
+/// one, else through warpvisor's CUDA driver for the CPU (issue 15), which runs the backend's
+/// real allocations, copies and launches.
 #[test]
 fn cuda_a_hypercall_round_moves_only_control_blocks_and_payloads() {
     match CudaBackend::new(None) {
         Ok(b) => check_traffic_on("cuda", Dialect::Cuda, &b),
+        Err(_) if common::cuda_on_cpu_here() => {
+            check_traffic_on("cuda", Dialect::Cuda, common::cuda().as_ref())
+        }
         Err(e) if std::env::var_os("WARPVISOR_REQUIRE_CUDA").is_some() => {
             panic!("WARPVISOR_REQUIRE_CUDA is set but {e}")
         }
