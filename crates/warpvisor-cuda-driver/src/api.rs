@@ -649,9 +649,10 @@ pub unsafe extern "C" fn cuEventDestroy_v2(e: *mut c_void) -> CUresult {
 
 // ---- modules and launches ----
 
-/// A loaded module.
+/// A loaded module; it owns the handles of its kernels (freed with it, as CUDA's are).
 struct Module {
     program: PtxProgram,
+    functions: Mutex<HashMap<String, Box<Function>>>,
 }
 
 /// A kernel of a module.
@@ -676,7 +677,10 @@ pub unsafe extern "C" fn cuModuleLoadData(m: *mut *mut c_void, image: *const c_v
     };
     match d.runtime.load(&module) {
         Ok(program) => {
-            *m = Box::into_raw(Box::new(Module { program })) as *mut c_void;
+            *m = Box::into_raw(Box::new(Module {
+                program,
+                functions: Mutex::new(HashMap::new()),
+            })) as *mut c_void;
             SUCCESS
         }
         Err(e) => code(&e),
@@ -719,10 +723,16 @@ pub unsafe extern "C" fn cuModuleGetFunction(
     if module.program.param_layout(name).is_none() {
         return NOT_FOUND;
     }
-    *f = Box::into_raw(Box::new(Function {
-        module: module as *const Module,
-        name: name.to_string(),
-    })) as *mut c_void;
+    let Ok(mut functions) = module.functions.lock() else {
+        return UNKNOWN;
+    };
+    let function = functions.entry(name.to_string()).or_insert_with(|| {
+        Box::new(Function {
+            module: module as *const Module,
+            name: name.to_string(),
+        })
+    });
+    *f = &mut **function as *mut Function as *mut c_void;
     SUCCESS
 }
 
