@@ -10,6 +10,22 @@
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
-mod api;
+/// `?` for entry points: the early return of a `CUresult`.
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(c) => return c,
+        }
+    };
+}
 
-pub use api::*;
+mod device;
+mod launch;
+mod memory;
+mod streams;
+
+pub use device::*;
+pub use launch::*;
+pub use memory::*;
+pub use streams::*;

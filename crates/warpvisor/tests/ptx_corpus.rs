@@ -1,67 +1,15 @@
 //! CUDA programs on the CPU, each checked against a Rust reference for block sizes from 32 to
-//! 1,024 where the block size is free. Sources: `tests/ptx/src/corpus.cu` (→ `ptx/corpus.ptx`)
+//! 1,024 where the block size is free. Sources: `tests/ptx/src/corpus.cu` (→ `ptx/corpus.ptx`),
+//! (`ptx_science.rs` has the numerical programs)
 //! and the benchmark kernels `crates/warpvisor-bench/cuda/bench.cu` (→ `bench.ptx`: vectorAdd,
 //! tiled matrixMul, reduction, and `barrier_64`, a `bar.sync` inside a loop with 64 values
 //! live across it). The PTX is NVRTC's, committed so that these run without NVRTC.
 
 mod common;
+mod ptx_support;
 
-use std::sync::OnceLock;
-
-use warpvisor::ptx::{Arg, DeviceBuffer, Dim3, PtxModule, PtxProgram, PtxRuntime};
-
-const BLOCKS: [u32; 6] = [32, 64, 128, 256, 512, 1024];
-
-fn runtime() -> &'static PtxRuntime {
-    static RT: OnceLock<PtxRuntime> = OnceLock::new();
-    RT.get_or_init(|| PtxRuntime::new().expect("a C compiler"))
-}
-
-fn program(which: &str) -> &'static PtxProgram {
-    static CORPUS: OnceLock<PtxProgram> = OnceLock::new();
-    static BENCH: OnceLock<PtxProgram> = OnceLock::new();
-    let (cell, text) = match which {
-        "corpus" => (&CORPUS, include_str!("ptx/corpus.ptx")),
-        _ => (&BENCH, include_str!("../../warpvisor-bench/cuda/bench.ptx")),
-    };
-    cell.get_or_init(|| {
-        let m = PtxModule::parse(text).unwrap_or_else(|e| panic!("{which}: {e}"));
-        runtime()
-            .load(&m)
-            .unwrap_or_else(|e| panic!("{which}: {e}"))
-    })
-}
-
-fn xorshift(n: usize, seed: u32) -> Vec<u32> {
-    let mut x = seed.max(1);
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x
-        })
-        .collect()
-}
-
-fn to_bytes<T: Copy>(v: &[T], f: impl Fn(T) -> [u8; 4]) -> Vec<u8> {
-    v.iter().flat_map(|&x| f(x)).collect()
-}
-
-fn words(b: &DeviceBuffer) -> Vec<u32> {
-    b.read()
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
-}
-
-fn floats(b: &DeviceBuffer) -> Vec<f32> {
-    words(b).into_iter().map(f32::from_bits).collect()
-}
-
-fn buf(bytes: &[u8]) -> DeviceBuffer {
-    runtime().buffer_from(bytes).expect("buffer")
-}
+use ptx_support::*;
+use warpvisor::ptx::{Arg, Dim3, PtxModule};
 
 #[test]
 fn vector_add_for_every_block_size_and_ragged_ends() {
