@@ -3,7 +3,9 @@
 //! (`ptx_science.rs` has the numerical programs)
 //! and the benchmark kernels `crates/warpvisor-bench/cuda/bench.cu` (→ `bench.ptx`: vectorAdd,
 //! tiled matrixMul, reduction, and `barrier_64`, a `bar.sync` inside a loop with 64 values
-//! live across it). The PTX is NVRTC's, committed so that these run without NVRTC.
+//! live across it). The PTX is NVRTC's, committed so that these run without NVRTC; the
+//! `tests/ptx/*.ptx` are rebuilt from `tests/ptx/src/*.cu` with `python3 scripts/build-ptx.py`
+//! (`--check` says whether the committed PTX is NVRTC's output for the sources).
 
 mod common;
 mod ptx_support;
@@ -397,4 +399,205 @@ fn fresh_nvrtc_ptx_of_the_corpus_gives_the_same_results() {
         results[0] == results[1],
         "the fresh PTX gives other results"
     );
+}
+
+#[test]
+fn naive_transpose_for_2d_blocks_of_32_to_1024_threads() {
+    let (w, h) = (100usize, 70usize);
+    let input: Vec<f32> = (0..w * h).map(|i| i as f32).collect();
+    // out[x * h + y] = in[y * w + x]
+    let want: Vec<f32> = (0..w * h).map(|i| input[(i % h) * w + i / h]).collect();
+    for (bx, by) in [
+        (32u32, 1u32),
+        (16, 4),
+        (32, 8),
+        (16, 16),
+        (32, 16),
+        (32, 32),
+    ] {
+        let din = buf(&to_bytes(&input, f32::to_le_bytes));
+        let dout = runtime().buffer(w * h * 4).expect("buffer");
+        program("corpus")
+            .launch(
+                "transpose_naive",
+                Dim3::new((w as u32).div_ceil(bx), (h as u32).div_ceil(by), 1),
+                Dim3::new(bx, by, 1),
+                0,
+                &[
+                    Arg::Buffer(&din),
+                    Arg::Buffer(&dout),
+                    Arg::I32(w as i32),
+                    Arg::I32(h as i32),
+                ],
+            )
+            .unwrap_or_else(|e| panic!("block {bx}x{by}: {e}"));
+        assert_eq!(floats(&dout), want, "block {bx}x{by}");
+    }
+}
+
+#[test]
+fn naive_matrix_mul_with_ragged_edges_matches_the_same_summation_order() {
+    let n = 40usize;
+    let a: Vec<f32> = xorshift(n * n, 21)
+        .iter()
+        .map(|&x| (x % 100) as f32 / 10.0)
+        .collect();
+    let b: Vec<f32> = xorshift(n * n, 22)
+        .iter()
+        .map(|&x| (x % 100) as f32 / 10.0)
+        .collect();
+    // Products k = 0..n in order, each multiply-add one fma.rn.f32 (NVRTC's contraction).
+    let mut want = vec![0f32; n * n];
+    for r in 0..n {
+        for c in 0..n {
+            let mut s = 0f32;
+            for k in 0..n {
+                s = a[r * n + k].mul_add(b[k * n + c], s);
+            }
+            want[r * n + c] = s;
+        }
+    }
+    // n = 40 is no multiple of the block's sides: the kernel's guard leaves the rest idle.
+    for side in [16u32, 32] {
+        let (da, db) = (
+            buf(&to_bytes(&a, f32::to_le_bytes)),
+            buf(&to_bytes(&b, f32::to_le_bytes)),
+        );
+        let dc = runtime().buffer(n * n * 4).expect("buffer");
+        let g = (n as u32).div_ceil(side);
+        program("corpus")
+            .launch(
+                "matrix_mul_naive",
+                Dim3::new(g, g, 1),
+                Dim3::new(side, side, 1),
+                0,
+                &[
+                    Arg::Buffer(&da),
+                    Arg::Buffer(&db),
+                    Arg::Buffer(&dc),
+                    Arg::I32(n as i32),
+                ],
+            )
+            .unwrap_or_else(|e| panic!("block {side}x{side}: {e}"));
+        assert_eq!(floats(&dc), want, "block {side}x{side}");
+    }
+}
+
+#[test]
+fn histogram_with_global_atomics_only_for_every_block_size() {
+    let n = 20_000usize;
+    let input: Vec<u8> = xorshift(n, 23).iter().map(|&x| (x >> 5) as u8).collect();
+    let mut want = vec![0u32; 256];
+    for &b in &input {
+        want[b as usize] += 1;
+    }
+    for bs in BLOCKS {
+        let din = buf(&input);
+        let bins = runtime().buffer(256 * 4).expect("buffer");
+        program("corpus")
+            .launch(
+                "histogram_global",
+                Dim3::x(4),
+                Dim3::x(bs),
+                0,
+                &[Arg::Buffer(&din), Arg::Buffer(&bins), Arg::I32(n as i32)],
+            )
+            .unwrap_or_else(|e| panic!("block {bs}: {e}"));
+        assert_eq!(words(&bins), want, "block {bs}");
+    }
+}
+
+/// `reduce_shared`'s partial sums, in its order: each thread's grid-stride sum, then the tree
+/// over the next power of two above the block size (a step adds `s[t + k]` into `s[t]` for
+/// `t < k` where `t + k` is in the block).
+fn reduce_shared_reference(input: &[f32], blocks: usize, bs: usize) -> Vec<f32> {
+    let stride = blocks * bs;
+    (0..blocks)
+        .map(|b| {
+            let mut s: Vec<f32> = (0..bs)
+                .map(|t| {
+                    let mut v = 0f32;
+                    let mut i = b * bs + t;
+                    while i < input.len() {
+                        v += input[i];
+                        i += stride;
+                    }
+                    v
+                })
+                .collect();
+            let mut k = bs.next_power_of_two() / 2;
+            while k > 0 {
+                for t in 0..k {
+                    if t + k < bs {
+                        s[t] += s[t + k];
+                    }
+                }
+                k /= 2;
+            }
+            s[0]
+        })
+        .collect()
+}
+
+#[test]
+fn shared_reduction_for_every_block_size_including_96_and_200_threads() {
+    let n = 5000usize;
+    // Values whose sums round: the partial sums must be the kernel's, in the kernel's order.
+    let input: Vec<f32> = xorshift(n, 24)
+        .iter()
+        .map(|&x| (x % 10_000) as f32 / 977.0)
+        .collect();
+    let blocks = 3usize;
+    for bs in BLOCKS.iter().copied().chain([96, 200]) {
+        let din = buf(&to_bytes(&input, f32::to_le_bytes));
+        let dout = runtime().buffer(blocks * 4).expect("buffer");
+        program("corpus")
+            .launch(
+                "reduce_shared",
+                Dim3::x(blocks as u32),
+                Dim3::x(bs),
+                bs * 4,
+                &[Arg::Buffer(&din), Arg::Buffer(&dout), Arg::I32(n as i32)],
+            )
+            .unwrap_or_else(|e| panic!("block {bs}: {e}"));
+        let got = floats(&dout);
+        assert_eq!(
+            got,
+            reduce_shared_reference(&input, blocks, bs as usize),
+            "block {bs}"
+        );
+        // And the total is the sum, within a relative 1e-5 (f32 rounding over the tree).
+        let total: f64 = got.iter().map(|&x| x as f64).sum();
+        let exact: f64 = input.iter().map(|&x| x as f64).sum();
+        assert!(
+            (total - exact).abs() <= 1e-5 * exact.abs(),
+            "block {bs}: {total} against {exact}"
+        );
+    }
+}
+
+#[test]
+fn shuffle_reduction_with_a_global_atomic_add_for_every_block_size() {
+    let n = 5000usize;
+    let input: Vec<i32> = xorshift(n, 25)
+        .iter()
+        .map(|&x| (x % 1000) as i32 - 500)
+        .collect();
+    let start = 7i32;
+    let want = start + input.iter().sum::<i32>();
+    for bs in BLOCKS {
+        let din = buf(&to_bytes(&input, i32::to_le_bytes));
+        // atomicAdd adds to what is there: start from 7, not 0.
+        let dout = buf(&start.to_le_bytes());
+        program("corpus")
+            .launch(
+                "reduce_shfl",
+                Dim3::x(3),
+                Dim3::x(bs),
+                0,
+                &[Arg::Buffer(&din), Arg::Buffer(&dout), Arg::I32(n as i32)],
+            )
+            .unwrap_or_else(|e| panic!("block {bs}: {e}"));
+        assert_eq!(words(&dout), [want as u32], "block {bs}");
+    }
 }

@@ -89,3 +89,59 @@ extern "C" __global__ void sum_squares(const float *in, float *out, int n) {
         if (threadIdx.x == 0) out[blockIdx.x] = v;
     }
 }
+
+// Naive transpose of a w x h matrix: one element per thread, any 2-D block shape.
+extern "C" __global__ void transpose_naive(const float *in, float *out, int w, int h) {
+    int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+    if (x < w && y < h) out[x * h + y] = in[y * w + x];
+}
+
+// Naive n x n matrix product: one element per thread, products k = 0..n added in order.
+extern "C" __global__ void matrix_mul_naive(const float *a, const float *b, float *c, int n) {
+    int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= n || col >= n) return;
+    float sum = 0.0f;
+    for (int k = 0; k < n; k++) sum += a[row * n + k] * b[k * n + col];
+    c[row * n + col] = sum;
+}
+
+// 256-bin histogram with global atomics only (grid-stride loop).
+extern "C" __global__ void histogram_global(const unsigned char *in, unsigned *bins, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        atomicAdd(&bins[in[i]], 1u);
+}
+
+// One partial sum per block for any block size (not only powers of two): grid-stride sums per
+// thread, then a tree in dynamic shared memory over the next power of two, `bar.sync` in the loop.
+extern "C" __global__ void reduce_shared(const float *in, float *out, int n) {
+    extern __shared__ float s[];
+    unsigned t = threadIdx.x;
+    float v = 0.0f;
+    for (int i = blockIdx.x * blockDim.x + t; i < n; i += blockDim.x * gridDim.x) v += in[i];
+    s[t] = v;
+    __syncthreads();
+    unsigned p = 1;
+    while (p < blockDim.x) p <<= 1;
+    for (unsigned k = p >> 1; k > 0; k >>= 1) {
+        if (t < k && t + k < blockDim.x) s[t] += s[t + k];
+        __syncthreads();
+    }
+    if (t == 0) out[blockIdx.x] = s[0];
+}
+
+// Integer sum: warp shuffles, per-warp sums in static shared memory, one global atomicAdd per
+// block (block size a multiple of 32).
+extern "C" __global__ void reduce_shfl(const int *in, int *out, int n) {
+    __shared__ int warps[32];
+    int sum = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+        sum += in[i];
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
+    if ((threadIdx.x & 31) == 0) warps[threadIdx.x >> 5] = sum;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        sum = threadIdx.x < blockDim.x / 32 ? warps[threadIdx.x] : 0;
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
+        if (threadIdx.x == 0) atomicAdd(out, sum);
+    }
+}
