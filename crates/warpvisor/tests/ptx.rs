@@ -64,7 +64,21 @@ fn out_of_bounds_global_and_shared_accesses_are_illegal_addresses() {
             &[Arg::Buffer(&out), Arg::I32(2)],
         )
         .expect_err("past the end");
-    assert!(matches!(e, PtxError::IllegalAddress { .. }), "{e}");
+    // The first thread past the end (threads run in order within the CTA) and the store's
+    // line in faults.ptx are named.
+    match &e {
+        PtxError::IllegalAddress {
+            address,
+            thread,
+            line,
+            ..
+        } => {
+            assert_eq!(*address, out.address() + 256, "{e}");
+            assert_eq!((*thread, *line), ([32, 0, 0], 54), "{e}");
+        }
+        other => panic!("expected an illegal address, got {other}"),
+    }
+    assert!(e.to_string().contains("PTX line 54"), "{e}");
     assert_eq!(e.cuda_code(), 700, "CUDA_ERROR_ILLEGAL_ADDRESS");
     // Shared memory: 64 ints of dynamic shared memory, written at an offset.
     program
@@ -353,4 +367,53 @@ fn deep_recursion_is_bounded_and_runaway_recursion_is_an_error() {
         )
         .expect_err("a million deep");
     assert!(matches!(e, PtxError::StackOverflow { .. }), "{e}");
+}
+
+/// Hand-written: local memory reached through pointers passed down calls (`cvta.local` in the
+/// caller, `cvta.to.local` + `ld.local`/`st.local` in the callee), two calls deep.
+const LOCAL_POINTERS: &str = include_str!("ptx/local_pointers.ptx");
+
+/// The 1-based line of the first line of `text` containing `needle` after `after`.
+fn line_of(text: &str, after: &str, needle: &str) -> usize {
+    let start = text.find(after).expect("anchor");
+    let at = start + text[start..].find(needle).expect("needle");
+    text[..at].lines().count()
+}
+
+#[test]
+fn local_pointers_reach_callers_frames_and_nothing_else() {
+    let rt = runtime();
+    let program = rt
+        .load(&PtxModule::parse(LOCAL_POINTERS).expect("parse"))
+        .expect("load");
+    let threads = 96u32;
+    let out = rt.buffer(threads as usize * 4).expect("buffer");
+    program
+        .launch(
+            "local_pointers",
+            Dim3::x(2),
+            Dim3::x(threads),
+            0,
+            &[Arg::Buffer(&out)],
+        )
+        .expect("launch");
+    let want: Vec<i32> = (0..threads as i32).map(|t| 11 * t + 8001).collect();
+    assert_eq!(ints(&out.read()), want);
+
+    // A pointer into a frame that has returned, and one into another thread's depot.
+    for (kernel, needle) in [
+        ("use_after_return", "%r1, [%rd3];"),
+        ("neighbours_local", "%r1, [%rd2];"),
+    ] {
+        let e = program
+            .launch(kernel, Dim3::x(1), Dim3::x(8), 0, &[Arg::Buffer(&out)])
+            .expect_err(kernel);
+        let want_line = line_of(LOCAL_POINTERS, &format!(".entry {kernel}("), needle);
+        match &e {
+            PtxError::IllegalAddress { thread, line, .. } => {
+                assert_eq!((*thread, *line), ([0, 0, 0], want_line), "{kernel}: {e}")
+            }
+            other => panic!("{kernel}: expected an illegal address, got {other}"),
+        }
+    }
 }

@@ -72,7 +72,7 @@ pub enum PtxError {
         message: String,
     },
     /// A thread accessed memory outside every allocation.
-    #[error("kernel `{kernel}`: illegal address 0x{address:x} in CTA ({}, {}, {})", cta[0], cta[1], cta[2])]
+    #[error("kernel `{kernel}`: illegal address 0x{address:x} in CTA ({}, {}, {}), thread ({}, {}, {}), by the access on PTX line {line}", cta[0], cta[1], cta[2], thread[0], thread[1], thread[2])]
     IllegalAddress {
         /// The kernel.
         kernel: String,
@@ -80,6 +80,10 @@ pub enum PtxError {
         address: u64,
         /// The CTA that faulted.
         cta: [u32; 3],
+        /// The thread in that CTA.
+        thread: [u32; 3],
+        /// The PTX line of the faulting load, store or atomic.
+        line: usize,
     },
     /// Threads of a CTA wait at barriers or warp operations that others never reach.
     #[error("kernel `{kernel}`: CTA ({}, {}, {}) deadlocked: threads wait at a barrier or warp operation the others never reach", cta[0], cta[1], cta[2])]

@@ -63,10 +63,12 @@ typedef struct {
     uint64_t hit_lo, hit_hi; /* the range the last global access fell in */
     uint8_t *frames;         /* device functions' .local frames (one thread calls at a time) */
     uint64_t frames_bytes, frame_top;
+    uint32_t fault_line;     /* the PTX line of the faulting access */
+    uint32_t fault_thread;   /* the faulting thread (flat index in the CTA) */
     uint64_t sink[4];        /* where a faulting access goes instead */
 } wvp_cta;
 _Static_assert(sizeof(wvp_thread) == 48, "wvp_thread layout (Rust: ThreadRecord)");
-_Static_assert(sizeof(wvp_cta) == 144, "wvp_cta layout (Rust: CtaRecord)");
+_Static_assert(sizeof(wvp_cta) == 152, "wvp_cta layout (Rust: CtaRecord)");
 _Static_assert(sizeof(wvp_launch) == 56, "wvp_launch layout (Rust: LaunchRecord)");
 
 /* ---- memory: unaligned-safe, alias-safe loads and stores ---- */
@@ -79,12 +81,12 @@ WVP_MEM(float, f32) WVP_MEM(double, f64)
 #define WVP_PTR(addr) ((uint8_t *)(uintptr_t)(addr))
 
 /* ---- checked addressing: an access outside what the launch may touch faults the CTA ---- */
-static __attribute__((noinline, cold)) uint8_t *wvp_fault(wvp_cta *cta, uint64_t addr) {
-    if (!cta->fault) cta->fault = addr + 1;
+static __attribute__((noinline, cold)) uint8_t *wvp_fault(wvp_cta *cta, uint64_t addr, uint32_t line) {
+    if (!cta->fault) { cta->fault = addr + 1; cta->fault_line = line; }
     memset(cta->sink, 0, sizeof cta->sink);
     return (uint8_t *)cta->sink;
 }
-static inline uint8_t *wvp_global(const wvp_launch *l, wvp_cta *cta, uint64_t addr, uint32_t width) {
+static inline uint8_t *wvp_global(const wvp_launch *l, wvp_cta *cta, uint64_t addr, uint32_t width, uint32_t line) {
     uint64_t end = addr + width;
     if (addr >= cta->hit_lo && end <= cta->hit_hi && end >= addr) return WVP_PTR(addr);
     uint64_t sh = (uint64_t)(uintptr_t)cta->shared, lo = (uint64_t)(uintptr_t)cta->local;
@@ -101,16 +103,25 @@ static inline uint8_t *wvp_global(const wvp_launch *l, wvp_cta *cta, uint64_t ad
         cta->hit_lo = l->ranges[a - 1].lo; cta->hit_hi = l->ranges[a - 1].hi;
         return WVP_PTR(addr);
     }
-    return wvp_fault(cta, addr);
+    return wvp_fault(cta, addr, line);
 }
-static inline uint8_t *wvp_shared_at(wvp_cta *cta, uint64_t off, uint32_t width) {
-    return off + width <= cta->shared_bytes && off + width >= off ? cta->shared + off : wvp_fault(cta, off);
+static inline uint8_t *wvp_shared_at(wvp_cta *cta, uint64_t off, uint32_t width, uint32_t line) {
+    return off + width <= cta->shared_bytes && off + width >= off ? cta->shared + off : wvp_fault(cta, off, line);
 }
-static inline uint8_t *wvp_local_at(wvp_cta *cta, uint8_t *local, uint64_t bytes, uint64_t off, uint32_t width) {
-    return off + width <= bytes && off + width >= off ? local + off : wvp_fault(cta, off);
+static inline uint8_t *wvp_local_at(wvp_cta *cta, uint8_t *local, uint64_t bytes, uint64_t off, uint32_t width, uint32_t line) {
+    return off + width <= bytes && off + width >= off ? local + off : wvp_fault(cta, off, line);
 }
-static inline uint8_t *wvp_param_at(const wvp_launch *l, wvp_cta *cta, uint64_t off, uint32_t width) {
-    return off + width <= l->param_bytes && off + width >= off ? l->params + off : wvp_fault(cta, off);
+/* A local address (a host address: see cvta in ops.rs) of thread t: its depot, or a live frame
+ * of the device functions it is in. */
+static inline uint8_t *wvp_local_ptr(wvp_cta *cta, uint32_t t, uint64_t addr, uint32_t width, uint32_t line) {
+    uint64_t end = addr + width, lo = (uint64_t)(uintptr_t)(cta->local + (size_t)t * cta->local_bytes);
+    uint64_t fr = (uint64_t)(uintptr_t)cta->frames;
+    if (end >= addr && ((addr >= lo && end <= lo + cta->local_bytes) || (addr >= fr && end <= fr + cta->frame_top)))
+        return WVP_PTR(addr);
+    return wvp_fault(cta, addr, line);
+}
+static inline uint8_t *wvp_param_at(const wvp_launch *l, wvp_cta *cta, uint64_t off, uint32_t width, uint32_t line) {
+    return off + width <= l->param_bytes && off + width >= off ? l->params + off : wvp_fault(cta, off, line);
 }
 
 /* ---- bit casts ---- */

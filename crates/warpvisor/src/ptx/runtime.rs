@@ -342,11 +342,13 @@ struct CtaRecord {
     frames: *mut u8,
     frames_bytes: u64,
     frame_top: u64,
+    fault_line: u32,
+    fault_thread: u32,
     sink: [u64; 4],
 }
 
 const _: () = assert!(std::mem::size_of::<ThreadRecord>() == 48);
-const _: () = assert!(std::mem::size_of::<CtaRecord>() == 144);
+const _: () = assert!(std::mem::size_of::<CtaRecord>() == 152);
 const _: () = assert!(std::mem::size_of::<LaunchRecord>() == 56);
 
 struct LoadedKernel {
@@ -371,6 +373,9 @@ struct CtaFailure {
     code: i32,
     cta: [u32; 3],
     address: u64,
+    /// The faulting access's PTX line and thread (flat index), for `-3`.
+    line: u32,
+    thread: u32,
 }
 
 impl PtxProgram {
@@ -585,6 +590,8 @@ impl PtxProgram {
                     kernel: kernel.clone(),
                     address: f.address,
                     cta: f.cta,
+                    thread: unflatten(f.thread, block),
+                    line: f.line as usize,
                 },
                 -4 => PtxError::StackOverflow {
                     kernel: kernel.clone(),
@@ -640,6 +647,8 @@ fn run_ctas(
             frames: frames.as_mut_ptr() as *mut u8,
             frames_bytes: FRAME_STACK_BYTES,
             frame_top: 0,
+            fault_line: 0,
+            fault_thread: 0,
             sink: [0; 4],
         };
         // SAFETY: the records point at buffers sized for this kernel and block; the kernel's
@@ -651,7 +660,15 @@ fn run_ctas(
                 code,
                 cta: ctaid,
                 address: cta.fault.saturating_sub(1),
+                line: cta.fault_line,
+                thread: cta.fault_thread,
             });
         }
     }
+}
+
+/// A thread's `%tid` from its flat index in a block of `block` threads.
+fn unflatten(t: u32, block: Dim3) -> [u32; 3] {
+    let (x, y) = (block.x.max(1), block.y.max(1));
+    [t % x, t / x % y, t / x / y]
 }

@@ -473,7 +473,7 @@ impl<'a> KernelEmitter<'a> {
         let _ = writeln!(
             code,
             "    wvp_exit:\n        wvp_cta_->thread[wvp_t].wait = WVP_EXITED;\n    \
-             wvp_next_thread:\n        if (wvp_cta_->fault) return WVP_CTA_FAULT;\n    }}\n    int wvp_r = wvp_release(wvp_cta_);\n    \
+             wvp_next_thread:\n        if (wvp_cta_->fault) {{ wvp_cta_->fault_thread = wvp_t; return WVP_CTA_FAULT; }}\n    }}\n    int wvp_r = wvp_release(wvp_cta_);\n    \
              if (wvp_r <= 0) return wvp_r;\n    }}\n}}"
         );
         Ok(KernelInfo {

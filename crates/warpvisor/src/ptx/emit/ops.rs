@@ -66,9 +66,8 @@ impl KernelEmitter<'_> {
     /// The value of a symbol used as an operand: the address of a variable in its space.
     fn symbol_value(&self, i: &Instruction, name: &str) -> R<String> {
         match self.places.get(name) {
-            Some(Place::Shared(o)) | Some(Place::Local(o)) | Some(Place::Param(o)) => {
-                Ok(format!("(uint64_t){o}"))
-            }
+            Some(Place::Shared(o)) | Some(Place::Param(o)) => Ok(format!("(uint64_t){o}")),
+            Some(Place::Local(o)) => Ok(format!("(uint64_t)(uintptr_t)(wvp_local + {o})")),
             Some(Place::Global(sym)) => Ok(format!("(uint64_t)(uintptr_t){sym}")),
             Some(Place::Ret(_)) | Some(Place::CallSite(_)) => {
                 unsupported(i, &format!("takes the address of parameter `{name}`"))
@@ -220,17 +219,33 @@ impl KernelEmitter<'_> {
                 "(parameter addresses in registers inside device functions are not supported)",
             );
         }
+        let through_register = matches!(base.as_deref(), Some(Operand::Reg(_)));
         if *offset != 0 {
             value = format!("{value} + {offset}");
         }
         Ok(match space {
-            Space::Shared => format!("wvp_shared_at(wvp_cta_, {value}, {width})"),
+            Space::Shared => format!("wvp_shared_at(wvp_cta_, {value}, {width}, {})", i.line),
+            // A local address in a register may point into a caller's frame or the kernel's
+            // depot (device functions get pointers to their callers' locals).
+            Space::Local if through_register => format!(
+                "wvp_local_ptr(wvp_cta_, wvp_t, {value}, {width}, {})",
+                i.line
+            ),
             Space::Local => {
-                format!("wvp_local_at(wvp_cta_, wvp_local, wvp_local_bytes, {value}, {width})")
+                format!(
+                    "wvp_local_at(wvp_cta_, wvp_local, wvp_local_bytes, {value}, {width}, {})",
+                    i.line
+                )
             }
-            Space::Param => format!("wvp_param_at(wvp_launch_, wvp_cta_, {value}, {width})"),
+            Space::Param => format!(
+                "wvp_param_at(wvp_launch_, wvp_cta_, {value}, {width}, {})",
+                i.line
+            ),
             Space::Global | Space::Const | Space::Generic => {
-                format!("wvp_global(wvp_launch_, wvp_cta_, {value}, {width})")
+                format!(
+                    "wvp_global(wvp_launch_, wvp_cta_, {value}, {width}, {})",
+                    i.line
+                )
             }
         })
     }
@@ -530,8 +545,10 @@ impl KernelEmitter<'_> {
                 format!("(uint64_t)(uintptr_t)(wvp_shared + (uint32_t)({a}))")
             }
             (Space::Shared, true) => format!("({a}) - (uint64_t)(uintptr_t)wvp_shared"),
-            (Space::Local, false) => format!("(uint64_t)(uintptr_t)(wvp_local + (uint32_t)({a}))"),
-            (Space::Local, true) => format!("({a}) - (uint64_t)(uintptr_t)wvp_local"),
+            // Local addresses are host addresses (see `pointer`): one window for the
+            // kernel's depot and every device function's frame, as a pointer passed down a
+            // call needs.
+            (Space::Local, _) => a,
             (Space::Param, false) => format!("(uint64_t)(uintptr_t)(wvp_launch_->params + ({a}))"),
             (Space::Param, true) => format!("({a}) - (uint64_t)(uintptr_t)wvp_launch_->params"),
             _ => a,
