@@ -194,6 +194,7 @@ fn malformed_and_unsupported_ptx_is_rejected_naming_the_line() {
         (format!("{header}.entry k()\n{{\n\tmov.u32 %r9, 1;\n\tret;\n}}"), "PTX line 6: unsupported: `mov.u32` uses undeclared register %r9"),
         (format!("{header}.entry k()\n{{\n\tbra $L_nowhere;\n}}"), "PTX line 6: unsupported: `bra` branches to undefined label `$L_nowhere`"),
         ("garbage".to_string(), "PTX line 1: unsupported directive `garbage`"),
+        (format!("{header}.entry k()\n{{\n\t.reg .b32 %r<2000000000>;\n\tret;\n}}"), "PTX line 6: declares %r<2000000000>: more than 1048576 registers"),
     ];
     let rt = runtime();
     for (text, message) in cases {

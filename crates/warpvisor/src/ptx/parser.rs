@@ -12,14 +12,24 @@ use super::PtxError;
 /// Parses a whole PTX module.
 pub fn parse(text: &str) -> Result<PtxModule, PtxError> {
     let tokens = tokenize(text)?;
-    let mut p = Parser { tokens, at: 0 };
+    let mut p = Parser {
+        tokens,
+        at: 0,
+        declared: Default::default(),
+    };
     p.module()
 }
 
 struct Parser {
     tokens: Vec<Spanned>,
     at: usize,
+    /// The current function's register names (declarations may repeat one).
+    declared: std::collections::HashSet<String>,
 }
+
+/// Registers one function may declare: NVVM's largest kernels declare tens of thousands;
+/// more than this is a malformed (or hostile) module, not a program.
+const MAX_REGISTERS: u64 = 1 << 20;
 
 /// Directives that end at their line (no semicolon).
 const LINE_DIRECTIVES: &[&str] = &[".file", ".loc"];
@@ -363,6 +373,7 @@ impl Parser {
         } else {
             Vec::new()
         };
+        self.declared.clear();
         let mut f = Function {
             name,
             is_entry,
@@ -448,6 +459,12 @@ impl Parser {
         }
     }
 
+    fn push_register(&mut self, f: &mut Function, name: String, ty: Scalar) {
+        if self.declared.insert(name.clone()) {
+            f.registers.push(Register { name, ty });
+        }
+    }
+
     /// `.reg .b32 %r<6>;` or `.reg .pred %p, %q;`
     fn registers(&mut self, f: &mut Function) -> Result<(), PtxError> {
         self.at += 1;
@@ -463,11 +480,16 @@ impl Parser {
             if self.eat_punct('<') {
                 let n = self.int()?;
                 self.expect_punct('>')?;
+                if n < 0 || f.registers.len() as u64 + n as u64 > MAX_REGISTERS {
+                    return self.err(format!(
+                        "declares %{name}<{n}>: more than {MAX_REGISTERS} registers in one function"
+                    ));
+                }
                 for k in 0..n {
-                    push_register(f, format!("{name}{k}"), ty);
+                    self.push_register(f, format!("{name}{k}"), ty);
                 }
             } else {
-                push_register(f, name, ty);
+                self.push_register(f, name, ty);
             }
             if !self.eat_punct(',') {
                 break;
@@ -588,12 +610,6 @@ impl Parser {
             Token::Word(w) => Ok(Operand::Symbol(w)),
             t => self.err(format!("unexpected operand {t:?}")),
         }
-    }
-}
-
-fn push_register(f: &mut Function, name: String, ty: Scalar) {
-    if !f.registers.iter().any(|r| r.name == name) {
-        f.registers.push(Register { name, ty });
     }
 }
 

@@ -82,8 +82,8 @@ impl Callee {
     }
 }
 
-/// Instructions that stop a thread: not allowed in a device function.
-fn splits(i: &Instruction) -> bool {
+/// Instructions that stop a thread (split points): not allowed in a device function.
+pub(super) fn splits(i: &Instruction) -> bool {
     matches!(i.opcode.as_str(), "bar" | "barrier" | "shfl" | "vote")
 }
 

@@ -360,8 +360,8 @@ impl<'a> KernelEmitter<'a> {
         let f = self.function;
         let mut body = String::new();
         let statements = f.body.as_deref().unwrap_or_default();
-        let live = liveness::live_after(statements, &|r| self.registers.contains_key(r));
-        for (s, live) in statements.iter().zip(live) {
+        let live = liveness::Liveness::new(statements, &|r| self.registers.contains_key(r));
+        for (k, s) in statements.iter().enumerate() {
             match s {
                 Statement::Label(l) => {
                     let _ = writeln!(body, "L_{}:;", c_name(l));
@@ -370,18 +370,22 @@ impl<'a> KernelEmitter<'a> {
                 Statement::Instr(i) => {
                     // What a split point here must keep: live afterwards and not (re)written
                     // by the instruction itself once the thread resumes.
-                    let written: Vec<String> = match (&i.guard, i.operands.first()) {
-                        (None, Some(super::ast::Operand::Reg(d))) => vec![d.clone()],
-                        (None, Some(super::ast::Operand::Pair(d, p))) => vec![d.clone(), p.clone()],
-                        _ => Vec::new(),
-                    };
-                    let mut across: Vec<String> = live
-                        .iter()
-                        .filter(|r| !written.contains(r))
-                        .filter_map(|r| self.registers.get(r).map(|(c, _)| c.clone()))
-                        .collect();
-                    across.sort_by_key(|r| natural(r));
-                    self.live_across = across;
+                    self.live_across.clear();
+                    if calls::splits(i) {
+                        let written: Vec<&str> = match (&i.guard, i.operands.first()) {
+                            (None, Some(super::ast::Operand::Reg(d))) => vec![d],
+                            (None, Some(super::ast::Operand::Pair(d, p))) => vec![d, p],
+                            _ => Vec::new(),
+                        };
+                        let mut across: Vec<String> = live
+                            .live_after(k)
+                            .into_iter()
+                            .filter(|r| !written.contains(r))
+                            .filter_map(|r| self.registers.get(r).map(|(c, _)| c.clone()))
+                            .collect();
+                        across.sort_by_key(|r| natural(r));
+                        self.live_across = across;
+                    }
                     self.instruction(i, &mut body)?
                 }
             }
