@@ -23,39 +23,137 @@ struct Function {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuModuleLoadData(m: *mut *mut c_void, image: *const c_void) -> CUresult {
+    load_module(m, image, &JitOptions::default())
+}
+
+/// `CUjit_option` values the driver acts on.
+const JIT_INFO_LOG_BUFFER: c_int = 3;
+const JIT_INFO_LOG_BUFFER_SIZE_BYTES: c_int = 4;
+const JIT_ERROR_LOG_BUFFER: c_int = 5;
+const JIT_ERROR_LOG_BUFFER_SIZE_BYTES: c_int = 6;
+const JIT_OPTIMIZATION_LEVEL: c_int = 7;
+
+/// What `cuModuleLoadDataEx`'s options ask for.
+struct JitOptions {
+    /// `CU_JIT_OPTIMIZATION_LEVEL` (0-4): the host C compiler's -O level (0, 1, 2 for 2-4);
+    /// without it, `WARPVISOR_CUDA_JIT_LEVEL`, else the level for the module's size
+    /// (`warpvisor::ptx::auto_opt_level`).
+    level: Option<u32>,
+    /// Where to write the compile log and the error, and the option value that holds each
+    /// one's size (the driver writes back how many bytes it used, as CUDA's does).
+    info_log: Option<(*mut c_char, *mut *mut c_void)>,
+    error_log: Option<(*mut c_char, *mut *mut c_void)>,
+}
+
+impl Default for JitOptions {
+    fn default() -> Self {
+        JitOptions {
+            level: None,
+            info_log: None,
+            error_log: None,
+        }
+    }
+}
+
+/// Copies `text` into a log buffer of the size in `*size_slot`, NUL-terminated and cut to
+/// fit; stores the bytes written (with the NUL) back into the slot.
+unsafe fn write_log((buffer, size_slot): (*mut c_char, *mut *mut c_void), text: &str) {
+    let cap = if size_slot.is_null() {
+        0
+    } else {
+        *size_slot as usize
+    };
+    if buffer.is_null() || cap == 0 {
+        return;
+    }
+    let n = text.len().min(cap - 1);
+    std::ptr::copy_nonoverlapping(text.as_ptr(), buffer as *mut u8, n);
+    *buffer.add(n) = 0;
+    *size_slot = (n + 1) as *mut c_void;
+}
+
+/// `cuModuleLoadData` with options: the log buffers and the optimisation level are honoured,
+/// the rest (register limits, targets, caches) mean nothing for the CPU and are accepted.
+#[no_mangle]
+pub unsafe extern "C" fn cuModuleLoadDataEx(
+    m: *mut *mut c_void,
+    image: *const c_void,
+    n: c_uint,
+    options: *mut c_int,
+    values: *mut *mut c_void,
+) -> CUresult {
+    let mut jit = JitOptions::default();
+    if n > 0 && (options.is_null() || values.is_null()) {
+        return INVALID_VALUE;
+    }
+    let (mut info, mut info_size, mut error, mut error_size) = (
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+    );
+    for k in 0..n as usize {
+        let value = *values.add(k);
+        match *options.add(k) {
+            JIT_OPTIMIZATION_LEVEL => jit.level = Some((value as usize).min(4) as u32),
+            JIT_INFO_LOG_BUFFER => info = value as *mut c_char,
+            JIT_INFO_LOG_BUFFER_SIZE_BYTES => info_size = values.add(k),
+            JIT_ERROR_LOG_BUFFER => error = value as *mut c_char,
+            JIT_ERROR_LOG_BUFFER_SIZE_BYTES => error_size = values.add(k),
+            _ => {}
+        }
+    }
+    jit.info_log = (!info.is_null()).then_some((info, info_size));
+    jit.error_log = (!error.is_null()).then_some((error, error_size));
+    load_module(m, image, &jit)
+}
+
+unsafe fn load_module(m: *mut *mut c_void, image: *const c_void, jit: &JitOptions) -> CUresult {
     let d = tri!(driver());
     if m.is_null() || image.is_null() {
         return INVALID_VALUE;
     }
+    let fail = |e: &dyn std::fmt::Display, rc: CUresult| {
+        if let Some(log) = jit.error_log {
+            write_log(log, &e.to_string());
+        }
+        rc
+    };
     let Ok(text) = CStr::from_ptr(image as *const c_char).to_str() else {
         verbose("the module image is not UTF-8 PTX text (cubins are not supported)");
-        return INVALID_PTX;
+        return fail(&"the module image is not UTF-8 PTX text", INVALID_PTX);
     };
     let module = match PtxModule::parse(text) {
         Ok(x) => x,
-        Err(e) => return code(&e),
+        Err(e) => return fail(&e, code(&e)),
     };
-    match d.runtime.load(&module) {
+    // CUDA's levels 0-4 onto the C compiler's -O0..-O2.
+    let level = jit
+        .level
+        .or_else(|| {
+            std::env::var("WARPVISOR_CUDA_JIT_LEVEL")
+                .ok()
+                .and_then(|v| v.parse().ok())
+        })
+        .map(|l: u32| l.min(2) as u8);
+    match d.runtime.load_with(&module, level) {
         Ok(program) => {
+            let used = program.opt_level();
+            verbose(&format!("module translated to C, compiled at -O{used}"));
+            if let Some(log) = jit.info_log {
+                write_log(
+                    log,
+                    &format!("warpvisor: PTX translated to C, compiled at -O{used}"),
+                );
+            }
             *m = Box::into_raw(Box::new(Module {
                 program,
                 functions: Mutex::new(HashMap::new()),
             })) as *mut c_void;
             SUCCESS
         }
-        Err(e) => code(&e),
+        Err(e) => fail(&e, code(&e)),
     }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cuModuleLoadDataEx(
-    m: *mut *mut c_void,
-    image: *const c_void,
-    _n: c_uint,
-    _options: *mut c_int,
-    _values: *mut *mut c_void,
-) -> CUresult {
-    cuModuleLoadData(m, image)
 }
 
 #[no_mangle]

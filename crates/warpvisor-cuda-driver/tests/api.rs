@@ -112,3 +112,74 @@ fn a_driver_api_program_runs_and_errors_are_cuda_codes() {
         assert_eq!(cuModuleUnload(module), 0);
     }
 }
+
+#[test]
+fn module_load_options_fill_the_logs_and_set_the_optimisation_level() {
+    // CUjit_option: INFO_LOG_BUFFER 3, its size 4, ERROR_LOG_BUFFER 5, its size 6,
+    // OPTIMIZATION_LEVEL 7.
+    let mut info = [0u8; 128];
+    let mut error = [0u8; 32];
+    let mut options = [3i32, 4, 5, 6, 7];
+    let load = |text: &CString, info: &mut [u8], error: &mut [u8], options: &mut [i32]| {
+        let mut values: [*mut c_void; 5] = [
+            info.as_mut_ptr() as *mut c_void,
+            info.len() as *mut c_void,
+            error.as_mut_ptr() as *mut c_void,
+            error.len() as *mut c_void,
+            std::ptr::null_mut(), // level 0
+        ];
+        let mut module = std::ptr::null_mut();
+        // SAFETY: the buffers and arrays outlive the call; sizes are the buffers' sizes.
+        let rc = unsafe {
+            cuModuleLoadDataEx(
+                &mut module,
+                text.as_ptr() as *const c_void,
+                5,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        };
+        (rc, module, values[1] as usize, values[3] as usize)
+    };
+    // SAFETY: no pointers.
+    assert_eq!(unsafe { cuInit(0) }, 0);
+    let good = CString::new(FAULTS).expect("no NUL");
+    let (rc, module, info_used, _) = load(&good, &mut info, &mut error, &mut options);
+    assert_eq!(name_of(rc), "CUDA_SUCCESS");
+    let text = CStr::from_bytes_until_nul(&info).expect("NUL-terminated");
+    assert_eq!(
+        text.to_str(),
+        Ok("warpvisor: PTX translated to C, compiled at -O0")
+    );
+    assert_eq!(
+        info_used,
+        text.to_bytes().len() + 1,
+        "bytes used are written back"
+    );
+    // SAFETY: a module this driver returned.
+    assert_eq!(unsafe { cuModuleUnload(module) }, 0);
+
+    // Bad PTX: the error, cut to the 32-byte buffer, NUL-terminated.
+    let bad = CString::new(
+        ".version 8.8\n.target sm_70\n.address_size 64\n.entry k()\n{\n\tfrobnicate.u32 %r1;\n}",
+    )
+    .expect("no NUL");
+    let (rc, _, _, error_used) = load(&bad, &mut info, &mut error, &mut options);
+    assert_eq!(name_of(rc), "CUDA_ERROR_INVALID_PTX");
+    let text = CStr::from_bytes_until_nul(&error).expect("NUL-terminated");
+    assert!(text.to_bytes().starts_with(b"PTX line 6"), "{text:?}");
+    assert_eq!((text.to_bytes().len(), error_used), (31, 32));
+    // Options without their arrays are an invalid value.
+    let mut module = std::ptr::null_mut();
+    // SAFETY: the driver must refuse the null arrays before reading them.
+    let rc = unsafe {
+        cuModuleLoadDataEx(
+            &mut module,
+            good.as_ptr() as *const c_void,
+            2,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(name_of(rc), "CUDA_ERROR_INVALID_VALUE");
+}

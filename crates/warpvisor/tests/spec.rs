@@ -133,8 +133,9 @@ fn spec_suite_on_cpu_interleave_8_in_small_partitions() {
     check("cpu", 8, 30, CallMode::Continuations);
 }
 
-/// The scripts CI runs on `cuda` through the CPU driver (each kernel goes through NVRTC, the
-/// PTX translator and the C compiler: the whole suite takes about 15 minutes on 2 cores).
+/// The scripts CI runs on `cuda` through the CPU driver (each module's kernel goes through
+/// NVRTC, the PTX translator and the C compiler: the whole suite takes over an hour on 2 cores
+/// with a cold kernel cache; `WARPVISOR_CUDA_SPEC=all` runs it).
 /// Integer and float arithmetic, conversions, control flow, calls, memory and tables.
 const CUDA_SCRIPTS: &[&str] = &[
     "i32.wast",

@@ -240,6 +240,36 @@ fn guest_programs_match_wasmtime_on_opencl() {
     assert!(ran >= quick.len());
 }
 
+/// The guests on `cuda` through warpvisor's CPU driver (NVRTC's PTX translated back to C):
+/// 64 jobs on 32 VMs each, against wasmtime. CI runs the C guests: NVRTC alone takes about
+/// 4 minutes per Rust guest's kernel here; `WARPVISOR_CUDA_GUESTS=all` runs every guest.
+#[test]
+fn guest_programs_match_wasmtime_on_cuda_through_the_cpu_driver() {
+    if !common::cuda_on_cpu_here() {
+        return;
+    }
+    let all = std::env::var("WARPVISOR_CUDA_GUESTS").is_ok_and(|v| v == "all");
+    let quick = [
+        "c-hello.wasm",
+        "c-sort.wasm",
+        "c-exit_code.wasm",
+        "c-recurse.wasm",
+    ];
+    let mut ran = 0;
+    for (name, jobs) in guest_cases() {
+        if !all && !quick.contains(&name) {
+            continue;
+        }
+        eprintln!("{name}");
+        check_against_wasmtime("cuda", &guest(name), &jobs, CUDA_GUEST_OPT);
+        ran += 1;
+    }
+    assert!(ran >= quick.len());
+}
+
+/// NVRTC's level for the guests on the CPU driver: -O2's PTX is what a GPU user runs.
+const CUDA_GUEST_OPT: u8 = 2;
+
 #[test]
 fn unknown_imports_are_rejected_by_name_unless_allowed() {
     let wasm = wat::parse_str(
@@ -334,6 +364,36 @@ fn wasi_test_suite_on_opencl() {
         .flat_map(|d| run_suite(d, &executor, &scratch))
         .collect();
     check_suite("opencl", &reports, if all { 72 } else { 26 }, 90);
+}
+
+/// The WASI suite on `cuda` through warpvisor's CPU driver. CI runs the C and AssemblyScript
+/// tests; `WARPVISOR_CUDA_SUITE=all` runs all 72.
+#[test]
+fn wasi_test_suite_on_cuda_through_the_cpu_driver() {
+    if !common::cuda_on_cpu_here() {
+        return;
+    }
+    let all = std::env::var("WARPVISOR_CUDA_SUITE").is_ok_and(|v| v == "all");
+    let root = common::testsuite().join("wasi/tests");
+    let dirs: Vec<PathBuf> = if all {
+        vec![root]
+    } else {
+        vec![root.join("c"), root.join("assemblyscript")]
+    };
+    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasi-suite-scratch-cuda");
+    let executor = Executor::Fleet {
+        backend: common::cuda(),
+        kernel: KernelOptions {
+            dialect: common::dialect("cuda"),
+            opt_level: CUDA_GUEST_OPT,
+            ..KernelOptions::default()
+        },
+    };
+    let reports: Vec<_> = dirs
+        .iter()
+        .flat_map(|d| run_suite(d, &executor, &scratch))
+        .collect();
+    check_suite("cuda", &reports, if all { 72 } else { 26 }, 100);
 }
 
 /// Prints every test that did not pass, then asserts the suite's size and pass rate.

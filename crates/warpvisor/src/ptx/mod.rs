@@ -27,7 +27,7 @@ pub mod parser;
 pub mod runtime;
 
 pub use ast::PtxModule;
-pub use runtime::{Arg, DeviceBuffer, Dim3, PtxProgram, PtxRuntime};
+pub use runtime::{auto_opt_level, Arg, DeviceBuffer, Dim3, PtxProgram, PtxRuntime};
 
 /// What can go wrong from PTX text to a finished launch. Each maps to a CUDA driver error
 /// ([`PtxError::cuda_code`]).

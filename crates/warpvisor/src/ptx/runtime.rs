@@ -224,11 +224,20 @@ impl PtxRuntime {
         Ok(b)
     }
 
-    /// Translates `module` to C and compiles it (or reuses the cached object).
+    /// Translates `module` to C and compiles it (or reuses the cached object), at the level
+    /// [`auto_opt_level`] picks for its size.
     pub fn load(&self, module: &PtxModule) -> Result<PtxProgram, PtxError> {
+        self.load_with(module, None)
+    }
+
+    /// [`load`](Self::load) with the C compiler at `-O{level}` (0-3), or at the automatic
+    /// level for `None`.
+    pub fn load_with(&self, module: &PtxModule, level: Option<u8>) -> Result<PtxProgram, PtxError> {
         let source = emit(module)?;
         let options = KernelOptions {
-            opt_level: 2,
+            opt_level: level
+                .unwrap_or_else(|| auto_opt_level(source.code.len()))
+                .min(3),
             ..KernelOptions::default()
         };
         let library = self.compiler.build(&source.code, &options)?;
@@ -275,11 +284,28 @@ impl PtxRuntime {
         Ok(PtxProgram {
             _library: library,
             source,
+            opt_level: options.opt_level,
             kernels,
             globals,
             pool: self.pool.clone(),
             table: self.table.clone(),
         })
+    }
+}
+
+/// Translations larger than this compile at -O0 unless a level is asked for: GCC's time at
+/// -O1 and -O2 grows steeply with function size (warpvisor's own CUDA kernel, 2.7 MB of PTX
+/// and 10 MB of C: 26 s at -O0, over 2 minutes at -O1 or -O2), while CUDA programs' kernels
+/// (every one in the corpus and the benchmarks) are far below it.
+pub const AUTO_OPTIMIZE_BELOW_BYTES: usize = 1 << 20;
+
+/// The C compiler level for a translation of `c_bytes` bytes: 2 up to
+/// [`AUTO_OPTIMIZE_BELOW_BYTES`], 0 above.
+pub fn auto_opt_level(c_bytes: usize) -> u8 {
+    if c_bytes <= AUTO_OPTIMIZE_BELOW_BYTES {
+        2
+    } else {
+        0
     }
 }
 
@@ -361,6 +387,7 @@ struct LoadedKernel {
 pub struct PtxProgram {
     _library: libloading::Library,
     source: CSource,
+    opt_level: u8,
     kernels: Vec<LoadedKernel>,
     globals: Vec<(String, u64, u64)>,
     pool: Arc<WorkerPool>,
@@ -379,6 +406,11 @@ struct CtaFailure {
 }
 
 impl PtxProgram {
+    /// The C compiler's optimisation level the module was built at.
+    pub fn opt_level(&self) -> u8 {
+        self.opt_level
+    }
+
     /// The C the module was translated to.
     pub fn c_source(&self) -> &str {
         &self.source.code

@@ -234,7 +234,7 @@ impl Liveness {
                         *w &= !k;
                     }
                     inn.union(&gen[b]);
-                    changed |= live_in[b].union(&inn);
+                    live_in[b] = inn;
                     live_out[b] = out;
                     changed = true;
                 }
