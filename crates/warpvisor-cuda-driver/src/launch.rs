@@ -34,6 +34,7 @@ const JIT_ERROR_LOG_BUFFER_SIZE_BYTES: c_int = 6;
 const JIT_OPTIMIZATION_LEVEL: c_int = 7;
 
 /// What `cuModuleLoadDataEx`'s options ask for.
+#[derive(Default)]
 struct JitOptions {
     /// `CU_JIT_OPTIMIZATION_LEVEL` (0-4): the host C compiler's -O level (0, 1, 2 for 2-4);
     /// without it, `WARPVISOR_CUDA_JIT_LEVEL`, else the level for the module's size
@@ -43,16 +44,6 @@ struct JitOptions {
     /// one's size (the driver writes back how many bytes it used, as CUDA's does).
     info_log: Option<(*mut c_char, *mut *mut c_void)>,
     error_log: Option<(*mut c_char, *mut *mut c_void)>,
-}
-
-impl Default for JitOptions {
-    fn default() -> Self {
-        JitOptions {
-            level: None,
-            info_log: None,
-            error_log: None,
-        }
-    }
 }
 
 /// Copies `text` into a log buffer of the size in `*size_slot`, NUL-terminated and cut to
