@@ -17,6 +17,9 @@
 
 /* A range of device memory a kernel may touch: [lo, hi). */
 typedef struct { uint64_t lo, hi; } wvp_range;
+/* Global accesses remember the allocation they last fell in, one slot per access site (by PTX
+ * line): a kernel reading a and b and writing c keeps three slots warm, not one thrashed. */
+#define WVP_HIT_SLOTS 8
 
 /* What the host passes to every CTA of a launch (Rust: ptx::runtime::LaunchRecord). */
 typedef struct {
@@ -60,7 +63,7 @@ typedef struct {
     uint64_t shared_bytes;
     uint64_t local_bytes;    /* per thread */
     uint64_t fault;          /* the first address outside every range, + 1; 0: none */
-    uint64_t hit_lo, hit_hi; /* the range the last global access fell in */
+    wvp_range hit[WVP_HIT_SLOTS]; /* per access site (line % slots): the range it last hit */
     uint8_t *frames;         /* device functions' .local frames (one thread calls at a time) */
     uint64_t frames_bytes, frame_top;
     uint32_t fault_line;     /* the PTX line of the faulting access */
@@ -68,7 +71,7 @@ typedef struct {
     uint64_t sink[4];        /* where a faulting access goes instead */
 } wvp_cta;
 _Static_assert(sizeof(wvp_thread) == 48, "wvp_thread layout (Rust: ThreadRecord)");
-_Static_assert(sizeof(wvp_cta) == 152, "wvp_cta layout (Rust: CtaRecord)");
+_Static_assert(sizeof(wvp_cta) == 264, "wvp_cta layout (Rust: CtaRecord)");
 _Static_assert(sizeof(wvp_launch) == 56, "wvp_launch layout (Rust: LaunchRecord)");
 
 /* ---- memory: unaligned-safe, alias-safe loads and stores ---- */
@@ -88,7 +91,8 @@ static __attribute__((noinline, cold)) uint8_t *wvp_fault(wvp_cta *cta, uint64_t
 }
 static inline uint8_t *wvp_global(const wvp_launch *l, wvp_cta *cta, uint64_t addr, uint32_t width, uint32_t line) {
     uint64_t end = addr + width;
-    if (addr >= cta->hit_lo && end <= cta->hit_hi && end >= addr) return WVP_PTR(addr);
+    wvp_range *hit = &cta->hit[line % WVP_HIT_SLOTS];
+    if (addr >= hit->lo && end <= hit->hi && end >= addr) return WVP_PTR(addr);
     uint64_t sh = (uint64_t)(uintptr_t)cta->shared, lo = (uint64_t)(uintptr_t)cta->local;
     if (addr >= sh && end <= sh + cta->shared_bytes && end >= addr) return WVP_PTR(addr);
     if (addr >= lo && end <= lo + (uint64_t)cta->nthreads * cta->local_bytes && end >= addr) return WVP_PTR(addr);
@@ -100,7 +104,7 @@ static inline uint8_t *wvp_global(const wvp_launch *l, wvp_cta *cta, uint64_t ad
         if (l->ranges[m].lo <= addr) a = m + 1; else b = m;
     }
     if (a > 0 && end <= l->ranges[a - 1].hi && end >= addr) {
-        cta->hit_lo = l->ranges[a - 1].lo; cta->hit_hi = l->ranges[a - 1].hi;
+        *hit = l->ranges[a - 1];
         return WVP_PTR(addr);
     }
     return wvp_fault(cta, addr, line);

@@ -316,6 +316,9 @@ pub const FRAME_STACK_BYTES: u64 = 1 << 20;
 /// `int wvp_cta_N(const wvp_launch *, wvp_cta *)`.
 type CtaFn = unsafe extern "C" fn(*const LaunchRecord, *mut CtaRecord) -> i32;
 
+/// `WVP_HIT_SLOTS` (prelude.h).
+const HIT_SLOTS: usize = 8;
+
 /// `wvp_range` (prelude.h).
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -363,8 +366,7 @@ struct CtaRecord {
     shared_bytes: u64,
     local_bytes: u64,
     fault: u64,
-    hit_lo: u64,
-    hit_hi: u64,
+    hit: [RangeRecord; HIT_SLOTS],
     frames: *mut u8,
     frames_bytes: u64,
     frame_top: u64,
@@ -374,7 +376,7 @@ struct CtaRecord {
 }
 
 const _: () = assert!(std::mem::size_of::<ThreadRecord>() == 48);
-const _: () = assert!(std::mem::size_of::<CtaRecord>() == 152);
+const _: () = assert!(std::mem::size_of::<CtaRecord>() == 264);
 const _: () = assert!(std::mem::size_of::<LaunchRecord>() == 56);
 
 struct LoadedKernel {
@@ -674,8 +676,7 @@ fn run_ctas(
             shared_bytes: shared,
             local_bytes: k.info.local_bytes,
             fault: 0,
-            hit_lo: 0,
-            hit_hi: 0,
+            hit: [RangeRecord { lo: 0, hi: 0 }; HIT_SLOTS],
             frames: frames.as_mut_ptr() as *mut u8,
             frames_bytes: FRAME_STACK_BYTES,
             frame_top: 0,
