@@ -13,6 +13,14 @@
 #include <math.h>
 #include <fenv.h>
 
+/* The runtime defines WVP_HOST_FMA when this machine has FMA instructions: fmaf/fma (PTX's
+ * fma.rn, exact either way) then compile to one instruction instead of a libm call. The
+ * define is part of the source, so a cached object built with it is only reused for source
+ * generated on a machine that has them. */
+#if defined(WVP_HOST_FMA) && (defined(__x86_64__) || defined(__i386__))
+#pragma GCC target("fma")
+#endif
+
 #define WVP_EXPORT __attribute__((visibility("default")))
 
 /* A range of device memory a kernel may touch: [lo, hi). */

@@ -240,7 +240,14 @@ impl PtxRuntime {
                 .min(3),
             ..KernelOptions::default()
         };
-        let library = self.compiler.build(&source.code, &options)?;
+        let library = if host_has_fma() {
+            self.compiler.build(
+                &format!("#define WVP_HOST_FMA 1\n{}", source.code),
+                &options,
+            )?
+        } else {
+            self.compiler.build(&source.code, &options)?
+        };
         let mut kernels = Vec::new();
         for k in &source.kernels {
             let sym = |s: String| -> Result<*const u8, PtxError> {
@@ -697,6 +704,18 @@ fn run_ctas(
                 thread: cta.fault_thread,
             });
         }
+    }
+}
+
+/// Whether this machine executes FMA instructions (see `WVP_HOST_FMA` in prelude.h).
+fn host_has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
     }
 }
 
