@@ -95,15 +95,11 @@ impl BitSet {
     fn remove(&mut self, r: u32) {
         self.0[r as usize / 64] &= !(1 << (r % 64));
     }
-    /// `self |= other`; whether anything was added.
-    fn union(&mut self, other: &BitSet) -> bool {
-        let mut grew = false;
+    /// `self |= other`.
+    fn union(&mut self, other: &BitSet) {
         for (a, b) in self.0.iter_mut().zip(&other.0) {
-            let x = *a | b;
-            grew |= x != *a;
-            *a = x;
+            *a |= b;
         }
-        grew
     }
     fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         self.0.iter().enumerate().flat_map(|(w, &bits)| {
