@@ -396,15 +396,18 @@ static int wvp_settle_warp(wvp_cta *cta, uint32_t w) {
 /* After a round: lets waiting threads go on. 1: run another round; WVP_CTA_DONE when every
  * thread has exited; WVP_CTA_DEADLOCK when threads wait for others that never come. */
 static int wvp_release(wvp_cta *cta) {
-    uint32_t live = 0, at_barrier = 0;
+    uint32_t live = 0, at_barrier = 0, at_warp_op = 0;
     for (uint32_t t = 0; t < cta->nthreads; t++) {
         uint32_t w = cta->thread[t].wait;
         live += w != WVP_EXITED;
         at_barrier += w == WVP_AT_BARRIER;
+        at_warp_op += w == WVP_AT_WARP_OP;
     }
     if (live == 0) return WVP_CTA_DONE;
     int released = 0;
-    for (uint32_t w = 0; w * 32 < cta->nthreads; w++) released |= wvp_settle_warp(cta, w);
+    /* A warp with no lane at a warp operation has nothing to settle: barrier-only kernels skip
+     * the per-warp pass. */
+    for (uint32_t w = 0; at_warp_op && w * 32 < cta->nthreads; w++) released |= wvp_settle_warp(cta, w);
     if (released) return 1;
     if (at_barrier == live) {
         for (uint32_t t = 0; t < cta->nthreads; t++)
