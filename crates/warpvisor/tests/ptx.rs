@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::OnceLock;
 
-use warpvisor::ptx::{Arg, Dim3, PtxError, PtxModule, PtxRuntime};
+use warpvisor::ptx::{Arg, Dim3, PtxError, PtxModule, PtxProgram, PtxRuntime};
 
 fn runtime() -> &'static PtxRuntime {
     static RT: OnceLock<PtxRuntime> = OnceLock::new();
@@ -36,12 +36,17 @@ fn ints(bytes: &[u8]) -> Vec<i32> {
         .collect()
 }
 
+/// `text` parsed and loaded into the shared runtime.
+fn load(text: &str) -> PtxProgram {
+    runtime()
+        .load(&PtxModule::parse(text).expect("parse"))
+        .expect("load")
+}
+
 #[test]
 fn out_of_bounds_global_and_shared_accesses_are_illegal_addresses() {
     let rt = runtime();
-    let program = rt
-        .load(&PtxModule::parse(FAULTS).expect("parse"))
-        .expect("load");
+    let program = load(FAULTS);
     let out = rt.buffer(64 * 4).expect("buffer");
     // In bounds: every thread writes its own element.
     program
@@ -108,9 +113,7 @@ fn out_of_bounds_global_and_shared_accesses_are_illegal_addresses() {
 #[test]
 fn lanes_of_a_warp_at_different_shuffles_are_a_deadlock_not_a_hang() {
     let rt = runtime();
-    let program = rt
-        .load(&PtxModule::parse(FAULTS).expect("parse"))
-        .expect("load");
+    let program = load(FAULTS);
     let out = rt.buffer(32 * 4).expect("buffer");
     let e = program
         .launch("diverge", Dim3::x(1), Dim3::x(32), 0, &[Arg::Buffer(&out)])
@@ -121,9 +124,7 @@ fn lanes_of_a_warp_at_different_shuffles_are_a_deadlock_not_a_hang() {
 #[test]
 fn arguments_and_launch_shapes_are_checked() {
     let rt = runtime();
-    let program = rt
-        .load(&PtxModule::parse(FAULTS).expect("parse"))
-        .expect("load");
+    let program = load(FAULTS);
     let out = rt.buffer(16).expect("buffer");
     let cases: Vec<(Result<(), PtxError>, &str)> = vec![
         (
@@ -195,6 +196,7 @@ fn malformed_and_unsupported_ptx_is_rejected_naming_the_line() {
         (format!("{header}.entry k()\n{{\n\tbra $L_nowhere;\n}}"), "PTX line 6: unsupported: `bra` branches to undefined label `$L_nowhere`"),
         ("garbage".to_string(), "PTX line 1: unsupported directive `garbage`"),
         (format!("{header}.entry k()\n{{\n\t.reg .b32 %r<2000000000>;\n\tret;\n}}"), "PTX line 6: declares %r<2000000000>: more than 1048576 registers"),
+        (format!("{header}.entry k()\n{{\n\t.reg .b32 %r<-1>;\n\tret;\n}}"), "PTX line 6: declares %r<-1>: a negative register count"),
     ];
     let rt = runtime();
     for (text, message) in cases {
@@ -279,9 +281,7 @@ const CALLS: &str = include_str!("ptx/calls.ptx");
 #[test]
 fn device_functions_recurse_and_keep_local_arrays_in_their_frames() {
     let rt = runtime();
-    let program = rt
-        .load(&PtxModule::parse(CALLS).expect("parse"))
-        .expect("load");
+    let program = load(CALLS);
     let (blocks, threads) = (3u32, 64u32);
     let n = (blocks * threads) as usize;
     let fibs = rt.buffer(n * 4).expect("buffer");
@@ -332,9 +332,7 @@ fn device_functions_recurse_and_keep_local_arrays_in_their_frames() {
 #[test]
 fn deep_recursion_is_bounded_and_runaway_recursion_is_an_error() {
     let rt = runtime();
-    let program = rt
-        .load(&PtxModule::parse(CALLS).expect("parse"))
-        .expect("load");
+    let program = load(CALLS);
     let out = rt.buffer(8).expect("buffer");
     fn deep(n: u32) -> u32 {
         (0..=n).fold(0u32, |acc, k| {
@@ -384,9 +382,7 @@ fn line_of(text: &str, after: &str, needle: &str) -> usize {
 #[test]
 fn local_pointers_reach_callers_frames_and_nothing_else() {
     let rt = runtime();
-    let program = rt
-        .load(&PtxModule::parse(LOCAL_POINTERS).expect("parse"))
-        .expect("load");
+    let program = load(LOCAL_POINTERS);
     let threads = 96u32;
     let out = rt.buffer(threads as usize * 4).expect("buffer");
     program

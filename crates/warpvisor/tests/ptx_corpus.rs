@@ -230,10 +230,14 @@ fn block_scan_for_every_block_size() {
     }
 }
 
-#[test]
-fn histogram_with_shared_and_global_atomics_for_every_block_size() {
+/// `kernel(in, bins, n)` over 20,000 bytes (`xorshift(seed) >> shift`) on `ctas` CTAs gives
+/// the bytes' histogram for every block size.
+fn check_histogram(kernel: &str, ctas: u32, seed: u32, shift: u32) {
     let n = 20_000usize;
-    let input: Vec<u8> = xorshift(n, 7).iter().map(|&x| (x >> 3) as u8).collect();
+    let input: Vec<u8> = xorshift(n, seed)
+        .iter()
+        .map(|&x| (x >> shift) as u8)
+        .collect();
     let mut want = vec![0u32; 256];
     for &b in &input {
         want[b as usize] += 1;
@@ -243,15 +247,20 @@ fn histogram_with_shared_and_global_atomics_for_every_block_size() {
         let bins = runtime().buffer(256 * 4).expect("buffer");
         program("corpus")
             .launch(
-                "histogram_shared",
-                Dim3::x(6),
+                kernel,
+                Dim3::x(ctas),
                 Dim3::x(bs),
                 0,
                 &[Arg::Buffer(&din), Arg::Buffer(&bins), Arg::I32(n as i32)],
             )
-            .unwrap_or_else(|e| panic!("block {bs}: {e}"));
-        assert_eq!(words(&bins), want, "block {bs}");
+            .unwrap_or_else(|e| panic!("{kernel}, block {bs}: {e}"));
+        assert_eq!(words(&bins), want, "{kernel}, block {bs}");
     }
+}
+
+#[test]
+fn histogram_with_shared_and_global_atomics_for_every_block_size() {
+    check_histogram("histogram_shared", 6, 7, 3);
 }
 
 #[test]
@@ -485,26 +494,7 @@ fn naive_matrix_mul_with_ragged_edges_matches_the_same_summation_order() {
 
 #[test]
 fn histogram_with_global_atomics_only_for_every_block_size() {
-    let n = 20_000usize;
-    let input: Vec<u8> = xorshift(n, 23).iter().map(|&x| (x >> 5) as u8).collect();
-    let mut want = vec![0u32; 256];
-    for &b in &input {
-        want[b as usize] += 1;
-    }
-    for bs in BLOCKS {
-        let din = buf(&input);
-        let bins = runtime().buffer(256 * 4).expect("buffer");
-        program("corpus")
-            .launch(
-                "histogram_global",
-                Dim3::x(4),
-                Dim3::x(bs),
-                0,
-                &[Arg::Buffer(&din), Arg::Buffer(&bins), Arg::I32(n as i32)],
-            )
-            .unwrap_or_else(|e| panic!("block {bs}: {e}"));
-        assert_eq!(words(&bins), want, "block {bs}");
-    }
+    check_histogram("histogram_global", 4, 23, 5);
 }
 
 /// `reduce_shared`'s partial sums, in its order: each thread's grid-stride sum, then the tree

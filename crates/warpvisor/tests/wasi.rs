@@ -219,22 +219,32 @@ fn guest_programs_match_wasmtime_on_cpu() {
 /// ones; `WARPVISOR_OPENCL_GUESTS=all` runs every guest (see docs/wasi.md for that run).
 #[test]
 fn guest_programs_match_wasmtime_on_opencl() {
-    let all = std::env::var("WARPVISOR_OPENCL_GUESTS").is_ok_and(|v| v == "all");
-    let quick = [
-        "c-hello.wasm",
-        "c-sort.wasm",
-        "c-exit_code.wasm",
-        "c-recurse.wasm",
-        "rust-hello.wasm",
-        "rust-panic_exit.wasm",
-    ];
+    check_guests(
+        "opencl",
+        "WARPVISOR_OPENCL_GUESTS",
+        &[
+            "c-hello.wasm",
+            "c-sort.wasm",
+            "c-exit_code.wasm",
+            "c-recurse.wasm",
+            "rust-hello.wasm",
+            "rust-panic_exit.wasm",
+        ],
+        0,
+    );
+}
+
+/// The guests named in `quick` (every guest when `all_var` is `all`) on `backend` against
+/// wasmtime.
+fn check_guests(backend: &str, all_var: &str, quick: &[&str], opt_level: u8) {
+    let all = std::env::var(all_var).is_ok_and(|v| v == "all");
     let mut ran = 0;
     for (name, jobs) in guest_cases() {
         if !all && !quick.contains(&name) {
             continue;
         }
         eprintln!("{name}");
-        check_against_wasmtime("opencl", &guest(name), &jobs, 0);
+        check_against_wasmtime(backend, &guest(name), &jobs, opt_level);
         ran += 1;
     }
     assert!(ran >= quick.len());
@@ -248,23 +258,17 @@ fn guest_programs_match_wasmtime_on_cuda_through_the_cpu_driver() {
     if !common::cuda_on_cpu_here() {
         return;
     }
-    let all = std::env::var("WARPVISOR_CUDA_GUESTS").is_ok_and(|v| v == "all");
-    let quick = [
-        "c-hello.wasm",
-        "c-sort.wasm",
-        "c-exit_code.wasm",
-        "c-recurse.wasm",
-    ];
-    let mut ran = 0;
-    for (name, jobs) in guest_cases() {
-        if !all && !quick.contains(&name) {
-            continue;
-        }
-        eprintln!("{name}");
-        check_against_wasmtime("cuda", &guest(name), &jobs, CUDA_GUEST_OPT);
-        ran += 1;
-    }
-    assert!(ran >= quick.len());
+    check_guests(
+        "cuda",
+        "WARPVISOR_CUDA_GUESTS",
+        &[
+            "c-hello.wasm",
+            "c-sort.wasm",
+            "c-exit_code.wasm",
+            "c-recurse.wasm",
+        ],
+        CUDA_GUEST_OPT,
+    );
 }
 
 /// NVRTC's level for the guests on the CPU driver: -O2's PTX is what a GPU user runs.
@@ -341,14 +345,6 @@ fn wasi_test_suite_on_wasmtime() {
 /// `WARPVISOR_OPENCL_SUITE=all` runs all 72 (25 minutes cold on 2 cores; docs/wasi.md).
 #[test]
 fn wasi_test_suite_on_opencl() {
-    let all = std::env::var("WARPVISOR_OPENCL_SUITE").is_ok_and(|v| v == "all");
-    let root = common::testsuite().join("wasi/tests");
-    let dirs: Vec<PathBuf> = if all {
-        vec![root]
-    } else {
-        vec![root.join("c"), root.join("assemblyscript")]
-    };
-    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasi-suite-scratch-opencl");
     let executor = Executor::Fleet {
         backend: common::opencl(),
         kernel: KernelOptions {
@@ -359,11 +355,26 @@ fn wasi_test_suite_on_opencl() {
             ..KernelOptions::default()
         },
     };
+    check_suite_subset("opencl", "WARPVISOR_OPENCL_SUITE", &executor, 90);
+}
+
+/// The WASI suite's C and AssemblyScript tests (all 72 when `all_var` is `all`) on
+/// `executor`, at least `min_percent` passing.
+fn check_suite_subset(backend: &str, all_var: &str, executor: &Executor, min_percent: usize) {
+    let all = std::env::var(all_var).is_ok_and(|v| v == "all");
+    let root = common::testsuite().join("wasi/tests");
+    let dirs: Vec<PathBuf> = if all {
+        vec![root]
+    } else {
+        vec![root.join("c"), root.join("assemblyscript")]
+    };
+    let scratch =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("wasi-suite-scratch-{backend}"));
     let reports: Vec<_> = dirs
         .iter()
-        .flat_map(|d| run_suite(d, &executor, &scratch))
+        .flat_map(|d| run_suite(d, executor, &scratch))
         .collect();
-    check_suite("opencl", &reports, if all { 72 } else { 26 }, 90);
+    check_suite(backend, &reports, if all { 72 } else { 26 }, min_percent);
 }
 
 /// The WASI suite on `cuda` through warpvisor's CPU driver. CI runs the C and AssemblyScript
@@ -373,14 +384,6 @@ fn wasi_test_suite_on_cuda_through_the_cpu_driver() {
     if !common::cuda_on_cpu_here() {
         return;
     }
-    let all = std::env::var("WARPVISOR_CUDA_SUITE").is_ok_and(|v| v == "all");
-    let root = common::testsuite().join("wasi/tests");
-    let dirs: Vec<PathBuf> = if all {
-        vec![root]
-    } else {
-        vec![root.join("c"), root.join("assemblyscript")]
-    };
-    let scratch = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasi-suite-scratch-cuda");
     let executor = Executor::Fleet {
         backend: common::cuda(),
         kernel: KernelOptions {
@@ -389,11 +392,7 @@ fn wasi_test_suite_on_cuda_through_the_cpu_driver() {
             ..KernelOptions::default()
         },
     };
-    let reports: Vec<_> = dirs
-        .iter()
-        .flat_map(|d| run_suite(d, &executor, &scratch))
-        .collect();
-    check_suite("cuda", &reports, if all { 72 } else { 26 }, 100);
+    check_suite_subset("cuda", "WARPVISOR_CUDA_SUITE", &executor, 100);
 }
 
 /// Prints every test that did not pass, then asserts the suite's size and pass rate.

@@ -480,7 +480,10 @@ impl Parser {
             if self.eat_punct('<') {
                 let n = self.int()?;
                 self.expect_punct('>')?;
-                if n < 0 || f.registers.len() as u64 + n as u64 > MAX_REGISTERS {
+                if n < 0 {
+                    return self.err(format!("declares %{name}<{n}>: a negative register count"));
+                }
+                if f.registers.len() as u64 + n as u64 > MAX_REGISTERS {
                     return self.err(format!(
                         "declares %{name}<{n}>: more than {MAX_REGISTERS} registers in one function"
                     ));

@@ -240,14 +240,12 @@ impl PtxRuntime {
                 .min(3),
             ..KernelOptions::default()
         };
-        let library = if host_has_fma() {
-            self.compiler.build(
-                &format!("#define WVP_HOST_FMA 1\n{}", source.code),
-                &options,
-            )?
+        let code = if host_has_fma() {
+            std::borrow::Cow::Owned(format!("#define WVP_HOST_FMA 1\n{}", source.code))
         } else {
-            self.compiler.build(&source.code, &options)?
+            std::borrow::Cow::Borrowed(source.code.as_str())
         };
+        let library = self.compiler.build(&code, &options)?;
         let mut kernels = Vec::new();
         for k in &source.kernels {
             let sym = |s: String| -> Result<*const u8, PtxError> {
