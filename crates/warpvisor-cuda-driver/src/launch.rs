@@ -127,7 +127,12 @@ unsafe fn load_module(m: *mut *mut c_void, image: *const c_void, jit: &JitOption
                 .and_then(|v| v.parse().ok())
         })
         .map(|l: u32| l.min(2) as u8);
-    match d.runtime.load_with(&module, level) {
+    let loaded = if simt_log().is_some() {
+        d.runtime.load_simt(&module, level)
+    } else {
+        d.runtime.load_with(&module, level)
+    };
+    match loaded {
         Ok(program) => {
             let used = program.opt_level();
             verbose(&format!("module translated to C, compiled at -O{used}"));
@@ -292,6 +297,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
     } else if bytes > 0 {
         return INVALID_VALUE;
     }
+    let before = module.program.simt_counts(&function.name);
     match module.program.launch_raw(
         &function.name,
         Dim3::new(gx, gy, gz),
@@ -299,8 +305,44 @@ pub unsafe extern "C" fn cuLaunchKernel(
         shared,
         buffer,
     ) {
-        Ok(()) => SUCCESS,
+        Ok(()) => {
+            if let (Some(b), Some(after)) = (before, module.program.simt_counts(&function.name)) {
+                log_simt(&function.name, [gx, gy, gz], [bx, by, bz], &after.since(&b));
+            }
+            SUCCESS
+        }
         Err(e) => code(&e),
+    }
+}
+
+/// `WARPVISOR_CUDA_SIMT=PATH`: modules run under SIMT emulation and every launch appends a
+/// line of JSON with its counts to PATH.
+fn simt_log() -> Option<std::path::PathBuf> {
+    std::env::var_os("WARPVISOR_CUDA_SIMT")
+        .filter(|p| !p.is_empty())
+        .map(Into::into)
+}
+
+fn log_simt(kernel: &str, grid: [u32; 3], block: [u32; 3], c: &warpvisor::ptx::SimtCounts) {
+    let Some(path) = simt_log() else { return };
+    let line = serde_json::json!({
+        "kernel": kernel,
+        "grid": grid,
+        "block": block,
+        "counts": c,
+        "efficiency": c.efficiency(),
+        "sectors_per_memory_instruction": c.sectors_per_memory_instruction(),
+    });
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()));
+    if let Err(e) = written {
+        verbose(&format!(
+            "cannot append SIMT counts to {}: {e}",
+            path.display()
+        ));
     }
 }
 

@@ -19,6 +19,10 @@ pub struct ZeroedBytes {
     mapped: bool,
 }
 
+/// Alignment of every allocation: what `cudaMalloc` guarantees (256 bytes), so that device
+/// buffers start on a memory-transaction boundary as on a GPU (mapped ones start on a page).
+const ALIGN: usize = 256;
+
 // The buffer is plain bytes owned by this value.
 unsafe impl Send for ZeroedBytes {}
 unsafe impl Sync for ZeroedBytes {}
@@ -57,7 +61,7 @@ impl ZeroedBytes {
                 mapped: true,
             });
         }
-        let layout = Layout::from_size_align(len, 16).map_err(|_| oom())?;
+        let layout = Layout::from_size_align(len, ALIGN).map_err(|_| oom())?;
         // SAFETY: `layout` has a non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
@@ -99,7 +103,7 @@ impl Drop for ZeroedBytes {
             unsafe { libc::munmap(self.ptr.cast(), self.len) };
             return;
         }
-        if let Ok(layout) = Layout::from_size_align(self.len, 16) {
+        if let Ok(layout) = Layout::from_size_align(self.len, ALIGN) {
             // SAFETY: allocated with this layout in `new`.
             unsafe { dealloc(self.ptr, layout) };
         }

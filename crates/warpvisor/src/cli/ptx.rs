@@ -53,6 +53,14 @@ pub struct PtxRunArgs {
     /// Worker threads (default: one per core).
     #[arg(long)]
     workers: Option<usize>,
+    /// Emulate SIMT execution (warps in lockstep, reconverging at immediate
+    /// post-dominators) and report SIMT efficiency and 32-byte sectors per global memory
+    /// instruction. Much slower than the default fused execution.
+    #[arg(long)]
+    simt: bool,
+    /// With --simt, also write the counts as JSON to PATH.
+    #[arg(long, value_name = "PATH", requires = "simt")]
+    simt_json: Option<PathBuf>,
 }
 
 /// Arguments of `warpvisor ptx translate`.
@@ -63,6 +71,9 @@ pub struct PtxTranslateArgs {
     /// Output file (default: standard output).
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// Write the SIMT emulation's translation instead of the fused one.
+    #[arg(long)]
+    simt: bool,
 }
 
 fn parse_dim3(s: &str) -> Result<Dim3, String> {
@@ -178,8 +189,12 @@ fn load_module(path: &std::path::Path) -> anyhow::Result<PtxModule> {
 
 fn translate(args: PtxTranslateArgs) -> anyhow::Result<i32> {
     let module = load_module(&args.module)?;
-    let source = warpvisor::ptx::emit::emit(&module)
-        .with_context(|| format!("translating {}", args.module.display()))?;
+    let emit = if args.simt {
+        warpvisor::ptx::emit::emit_simt
+    } else {
+        warpvisor::ptx::emit::emit
+    };
+    let source = emit(&module).with_context(|| format!("translating {}", args.module.display()))?;
     match args.output {
         Some(p) => {
             std::fs::write(&p, source.code).with_context(|| format!("writing {}", p.display()))?
@@ -218,7 +233,11 @@ fn run_kernel(args: PtxRunArgs) -> anyhow::Result<i32> {
         None => PtxRuntime::new()?,
     };
     let start = Instant::now();
-    let program = runtime.load(&module)?;
+    let program = if args.simt {
+        runtime.load_simt(&module, None)?
+    } else {
+        runtime.load(&module)?
+    };
     let compiled = start.elapsed();
     let mut buffers: Vec<Option<DeviceBuffer>> = Vec::new();
     for s in &specs {
@@ -269,5 +288,27 @@ fn run_kernel(args: PtxRunArgs) -> anyhow::Result<i32> {
         ran.as_secs_f64() * 1e3,
         compiled.as_secs_f64()
     );
+    if let Some(c) = program.simt_counts(&args.kernel) {
+        errln!(
+            "SIMT: efficiency {:.1}% ({} warp instructions, {} lane instructions, {} divergences); \
+             {} global memory instructions, {:.2} sectors each",
+            c.efficiency() * 100.0,
+            c.warp_instructions,
+            c.lane_instructions,
+            c.divergences,
+            c.memory_instructions,
+            c.sectors_per_memory_instruction()
+        );
+        if let Some(path) = &args.simt_json {
+            let json = serde_json::json!({
+                "kernel": args.kernel,
+                "counts": c,
+                "efficiency": c.efficiency(),
+                "sectors_per_memory_instruction": c.sectors_per_memory_instruction(),
+            });
+            std::fs::write(path, serde_json::to_string_pretty(&json)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
     Ok(0)
 }

@@ -25,9 +25,11 @@ pub mod emit;
 pub mod lexer;
 pub mod parser;
 pub mod runtime;
+pub mod simt;
 
 pub use ast::PtxModule;
 pub use runtime::{auto_opt_level, Arg, DeviceBuffer, Dim3, PtxProgram, PtxRuntime};
+pub use simt::SimtCounts;
 
 /// What can go wrong from PTX text to a finished launch. Each maps to a CUDA driver error
 /// ([`PtxError::cuda_code`]).

@@ -60,6 +60,9 @@ typedef struct {
     uint32_t pred;
 } wvp_thread;
 
+/* SIMT emulation state (simt.h), in translations made for it. */
+struct wvp_simt;
+
 /* One CTA's state: the worker owns it while the CTA runs. */
 typedef struct {
     uint32_t ctaid[3];
@@ -77,9 +80,10 @@ typedef struct {
     uint32_t fault_line;     /* the PTX line of the faulting access */
     uint32_t fault_thread;   /* the faulting thread (flat index in the CTA) */
     uint64_t sink[4];        /* where a faulting access goes instead */
+    struct wvp_simt *simt;   /* SIMT emulation only; otherwise null */
 } wvp_cta;
 _Static_assert(sizeof(wvp_thread) == 48, "wvp_thread layout (Rust: ThreadRecord)");
-_Static_assert(sizeof(wvp_cta) == 264, "wvp_cta layout (Rust: CtaRecord)");
+_Static_assert(sizeof(wvp_cta) == 272, "wvp_cta layout (Rust: CtaRecord)");
 _Static_assert(sizeof(wvp_launch) == 56, "wvp_launch layout (Rust: LaunchRecord)");
 
 /* ---- memory: unaligned-safe, alias-safe loads and stores ---- */
@@ -342,22 +346,9 @@ static inline void wvp_warp_arrive(wvp_cta *cta, uint32_t t, uint32_t resume, ui
     th->a = a; th->b = b; th->c = c; th->mask = mask;
 }
 
-/* Settles the warp operation the waiting lanes of warp `w` reached, if all its members did. */
-static int wvp_settle_warp(wvp_cta *cta, uint32_t w) {
+/* Settles the warp operation that the lanes `arrived` of warp `w` (all waiting at it) reached. */
+static void wvp_settle_lanes(wvp_cta *cta, uint32_t w, uint32_t arrived) {
     uint32_t first = w * 32, end = first + 32 < cta->nthreads ? first + 32 : cta->nthreads;
-    wvp_thread *lead = 0;
-    uint32_t present = 0;  /* lanes that have not exited */
-    for (uint32_t t = first; t < end; t++) {
-        if (cta->thread[t].wait != WVP_EXITED) present |= 1u << (t - first);
-        if (!lead && cta->thread[t].wait == WVP_AT_WARP_OP) lead = &cta->thread[t];
-    }
-    if (!lead) return 0;
-    uint32_t members = lead->mask & present, arrived = 0;
-    for (uint32_t t = first; t < end; t++) {
-        wvp_thread *th = &cta->thread[t];
-        if (th->wait == WVP_AT_WARP_OP && th->resume == lead->resume) arrived |= 1u << (t - first);
-    }
-    if ((members & ~arrived) != 0 || arrived == 0) return 0;
     uint32_t ballot = 0, all = 1, any = 0;
     for (uint32_t t = first; t < end; t++) {
         if (!(arrived >> (t - first) & 1)) continue;
@@ -390,6 +381,25 @@ static int wvp_settle_warp(wvp_cta *cta, uint32_t w) {
         }
         th->wait = WVP_RUNNING;
     }
+}
+
+/* Settles the warp operation the waiting lanes of warp `w` reached, if all its members did. */
+static int wvp_settle_warp(wvp_cta *cta, uint32_t w) {
+    uint32_t first = w * 32, end = first + 32 < cta->nthreads ? first + 32 : cta->nthreads;
+    wvp_thread *lead = 0;
+    uint32_t present = 0;  /* lanes that have not exited */
+    for (uint32_t t = first; t < end; t++) {
+        if (cta->thread[t].wait != WVP_EXITED) present |= 1u << (t - first);
+        if (!lead && cta->thread[t].wait == WVP_AT_WARP_OP) lead = &cta->thread[t];
+    }
+    if (!lead) return 0;
+    uint32_t members = lead->mask & present, arrived = 0;
+    for (uint32_t t = first; t < end; t++) {
+        wvp_thread *th = &cta->thread[t];
+        if (th->wait == WVP_AT_WARP_OP && th->resume == lead->resume) arrived |= 1u << (t - first);
+    }
+    if ((members & ~arrived) != 0 || arrived == 0) return 0;
+    wvp_settle_lanes(cta, w, arrived);
     return 1;
 }
 

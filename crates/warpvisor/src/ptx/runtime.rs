@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::emit::{emit, CSource, KernelInfo};
+use super::emit::{emit, emit_simt, CSource, KernelInfo};
+use super::simt::{SimtCounts, SimtRecord, SimtState};
 use super::{PtxError, PtxModule};
 use crate::backend::cpu::{CCompiler, WorkerPool};
 use crate::backend::ZeroedBytes;
@@ -233,7 +234,17 @@ impl PtxRuntime {
     /// [`load`](Self::load) with the C compiler at `-O{level}` (0-3), or at the automatic
     /// level for `None`.
     pub fn load_with(&self, module: &PtxModule, level: Option<u8>) -> Result<PtxProgram, PtxError> {
-        let source = emit(module)?;
+        self.load_translation(emit(module)?, level)
+    }
+
+    /// [`load_with`](Self::load_with) for SIMT emulation: warps run in lockstep under a
+    /// reconvergence stack and each kernel's [`SimtCounts`] are kept
+    /// ([`PtxProgram::simt_counts`]). Far slower than the fused translation.
+    pub fn load_simt(&self, module: &PtxModule, level: Option<u8>) -> Result<PtxProgram, PtxError> {
+        self.load_translation(emit_simt(module)?, level)
+    }
+
+    fn load_translation(&self, source: CSource, level: Option<u8>) -> Result<PtxProgram, PtxError> {
         let options = KernelOptions {
             opt_level: level
                 .unwrap_or_else(|| auto_opt_level(source.code.len()))
@@ -286,8 +297,15 @@ impl PtxRuntime {
             })?;
             globals.push((g.name.clone(), p, g.bytes));
         }
+        let simt = source
+            .kernels
+            .iter()
+            .filter(|k| k.simt_sites.is_some())
+            .map(|k| (k.name.clone(), SimtCounts::default()))
+            .collect();
         Ok(PtxProgram {
             _library: library,
+            simt: Mutex::new(simt),
             source,
             opt_level: options.opt_level,
             kernels,
@@ -378,10 +396,11 @@ struct CtaRecord {
     fault_line: u32,
     fault_thread: u32,
     sink: [u64; 4],
+    simt: *mut SimtRecord,
 }
 
 const _: () = assert!(std::mem::size_of::<ThreadRecord>() == 48);
-const _: () = assert!(std::mem::size_of::<CtaRecord>() == 264);
+const _: () = assert!(std::mem::size_of::<CtaRecord>() == 272);
 const _: () = assert!(std::mem::size_of::<LaunchRecord>() == 56);
 
 struct LoadedKernel {
@@ -399,6 +418,8 @@ pub struct PtxProgram {
     globals: Vec<(String, u64, u64)>,
     pool: Arc<WorkerPool>,
     table: RangeTable,
+    /// SIMT emulation: each kernel's counts so far (empty for fused translations).
+    simt: Mutex<BTreeMap<String, SimtCounts>>,
 }
 
 /// How a CTA ended, for the first failing one.
@@ -416,6 +437,12 @@ impl PtxProgram {
     /// The C compiler's optimisation level the module was built at.
     pub fn opt_level(&self) -> u8 {
         self.opt_level
+    }
+
+    /// For a module loaded with [`PtxRuntime::load_simt`], what `kernel` executed over its
+    /// launches so far; `None` for other modules or unknown kernels.
+    pub fn simt_counts(&self, kernel: &str) -> Option<SimtCounts> {
+        self.simt.lock().ok()?.get(kernel).copied()
     }
 
     /// The C the module was translated to.
@@ -608,9 +635,16 @@ impl PtxProgram {
         let job = |_: usize| {
             // SAFETY: `record` outlives the launch (run waits for every worker).
             let record = unsafe { &*(record_addr as *const LaunchRecord) };
-            if let Err(f) = run_ctas(k, record, threads as u32, shared, ctas, (&next, &stop)) {
+            let mut simt = k.info.simt_sites.map(|s| SimtState::new(threads as u32, s));
+            let shape = (threads as u32, shared, ctas);
+            if let Err(f) = run_ctas(k, record, shape, (&next, &stop), simt.as_mut()) {
                 if let Ok(mut slot) = failure.lock() {
                     slot.get_or_insert(f);
+                }
+            }
+            if let (Some(state), Ok(mut totals)) = (simt, self.simt.lock()) {
+                if let Some(t) = totals.get_mut(kernel) {
+                    t.add(&state.counts());
                 }
             }
         };
@@ -646,13 +680,13 @@ impl PtxProgram {
 }
 
 /// One worker's share of a launch: CTAs taken from `next` until none is left or one fails.
+/// `simt`: the worker's emulation state, for SIMT translations.
 fn run_ctas(
     k: &LoadedKernel,
     record: &LaunchRecord,
-    threads: u32,
-    shared: u64,
-    ctas: u64,
+    (threads, shared, ctas): (u32, u64, u64),
     (next, stop): (&AtomicU64, &AtomicBool),
+    mut simt: Option<&mut SimtState>,
 ) -> Result<(), CtaFailure> {
     let n = threads as usize;
     let mut states = vec![ThreadRecord::default(); n];
@@ -688,6 +722,9 @@ fn run_ctas(
             fault_line: 0,
             fault_thread: 0,
             sink: [0; 4],
+            simt: simt
+                .as_deref_mut()
+                .map_or(std::ptr::null_mut(), SimtState::record),
         };
         // SAFETY: the records point at buffers sized for this kernel and block; the kernel's
         // memory accesses are checked against them and the launch's ranges.

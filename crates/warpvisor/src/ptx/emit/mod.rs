@@ -12,8 +12,12 @@ mod arith;
 mod calls;
 mod liveness;
 mod ops;
+mod simt;
 
 use calls::Callee;
+use simt::SimtPlan;
+
+use std::cell::RefCell;
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -23,6 +27,8 @@ use super::PtxError;
 
 /// The runtime every translated module starts with.
 pub const PRELUDE: &str = include_str!("../prelude.h");
+/// The SIMT emulation's scheduler, added to translations made by [`emit_simt`].
+pub const SIMT_RUNTIME: &str = include_str!("../simt.h");
 
 /// A translated module: C source and what the host needs to launch each kernel.
 #[derive(Debug, Clone)]
@@ -51,6 +57,9 @@ pub struct KernelInfo {
     pub static_shared: u64,
     /// Local memory per thread (`.local` variables).
     pub local_bytes: u64,
+    /// In SIMT translations, the most global memory instructions of one basic block
+    /// (`wvp_simt_max_sites_N`); `None` otherwise.
+    pub simt_sites: Option<u32>,
 }
 
 /// One kernel parameter's place in the parameter buffer.
@@ -77,9 +86,22 @@ fn align_up(x: u64, a: u64) -> u64 {
     x.div_ceil(a.max(1)) * a.max(1)
 }
 
-/// Translates every kernel of `module`.
+/// Translates every kernel of `module` for fused execution (the fast mode).
 pub fn emit(module: &PtxModule) -> Result<CSource, PtxError> {
+    emit_mode(module, false)
+}
+
+/// Translates every kernel of `module` for SIMT emulation: warps in lockstep under a
+/// reconvergence stack, counting active lanes and memory sectors (`simt.h`).
+pub fn emit_simt(module: &PtxModule) -> Result<CSource, PtxError> {
+    emit_mode(module, true)
+}
+
+fn emit_mode(module: &PtxModule, simt: bool) -> Result<CSource, PtxError> {
     let mut code = String::from(PRELUDE);
+    if simt {
+        code.push_str(SIMT_RUNTIME);
+    }
     let mut globals = Vec::new();
     let mut symbols = HashMap::new();
     code.push_str("\n/* ---- module variables ---- */\n");
@@ -121,7 +143,10 @@ pub fn emit(module: &PtxModule) -> Result<CSource, PtxError> {
         } else {
             callees[&f.name].index
         };
-        let emitter = KernelEmitter::new(module, f, index, &symbols, &callees)?;
+        let mut emitter = KernelEmitter::new(module, f, index, &symbols, &callees)?;
+        if simt && f.is_entry {
+            emitter.simt = Some(RefCell::new(SimtPlan::new()));
+        }
         if f.is_entry {
             kernels.push(emitter.emit(&mut code)?);
         } else {
@@ -178,6 +203,9 @@ struct KernelEmitter<'a> {
     callees: &'a HashMap<String, Callee>,
     /// Call-site variables (`.param` in a body): C name and size.
     call_sites: Vec<(String, u64)>,
+    /// SIMT emulation: the kernel's blocks as they are emitted (a cell: operand translation
+    /// numbers memory sites through `&self`).
+    simt: Option<RefCell<SimtPlan>>,
 }
 
 const C_KEYWORDS: &[&str] = &[
@@ -352,6 +380,7 @@ impl<'a> KernelEmitter<'a> {
             saved: Vec::new(),
             callees,
             call_sites,
+            simt: None,
         })
     }
 
@@ -365,6 +394,11 @@ impl<'a> KernelEmitter<'a> {
             match s {
                 Statement::Label(l) => {
                     let _ = writeln!(body, "L_{}:;", c_name(l));
+                    if self.simt.is_some() {
+                        // SIMT emulation: every block starts with a stop.
+                        self.live_across = self.live_c_names(&live, k, &[]);
+                        self.block_stop(Some(l), &mut body);
+                    }
                 }
                 Statement::BranchTargets(..) => {}
                 Statement::Instr(i) => {
@@ -377,20 +411,48 @@ impl<'a> KernelEmitter<'a> {
                             (None, Some(super::ast::Operand::Pair(d, p))) => vec![d, p],
                             _ => Vec::new(),
                         };
-                        let mut across: Vec<String> = live
-                            .live_after(k)
-                            .into_iter()
-                            .filter(|r| !written.contains(r))
-                            .filter_map(|r| self.registers.get(r).map(|(c, _)| c.clone()))
-                            .collect();
-                        across.sort_by_key(|r| natural(r));
-                        self.live_across = across;
+                        self.live_across = self.live_c_names(&live, k, &written);
                     }
-                    self.instruction(i, &mut body)?
+                    if let Some(plan) = &self.simt {
+                        plan.borrow_mut().instruction(i, &self.tables);
+                    }
+                    self.instruction(i, &mut body)?;
+                    // SIMT emulation: a block also ends after a jump or a predicated split
+                    // point (where lanes may part), unless a label starts the next one.
+                    let ends_block =
+                        simt::transfers_control(i) || (calls::splits(i) && i.guard.is_some());
+                    let label_next = matches!(statements.get(k + 1), Some(Statement::Label(_)));
+                    if self.simt.is_some() && ends_block && !label_next {
+                        self.live_across = self.live_c_names(&live, k, &[]);
+                        self.block_stop(None, &mut body);
+                    }
                 }
             }
         }
         Ok(body)
+    }
+
+    /// C names of the registers live after statement `k`, less `written`, in a stable order.
+    fn live_c_names(&self, live: &liveness::Liveness, k: usize, written: &[&str]) -> Vec<String> {
+        let mut across: Vec<String> = live
+            .live_after(k)
+            .into_iter()
+            .filter(|r| !written.contains(r))
+            .filter_map(|r| self.registers.get(r).map(|(c, _)| c.clone()))
+            .collect();
+        across.sort_by_key(|r| natural(r));
+        across
+    }
+
+    /// SIMT emulation: ends the block here; the thread stops and resumes at the next one.
+    fn block_stop(&mut self, label: Option<&str>, out: &mut String) {
+        let r = self.splits + 1;
+        out.push_str("        ");
+        self.split_point(&format!("wvp_cta_->thread[wvp_t].resume = {r};"), out);
+        out.push_str(" /* block */\n");
+        if let (Some(plan), Some(l)) = (&self.simt, label) {
+            plan.borrow_mut().label(l, r);
+        }
     }
 
     /// The registers and call-site arrays every function body declares.
@@ -438,17 +500,36 @@ impl<'a> KernelEmitter<'a> {
             code,
             "WVP_EXPORT const uint64_t wvp_spill_bytes_{k} = sizeof(wvp_regs_{k});"
         );
+        if let Some(plan) = &self.simt {
+            plan.borrow().tables(k, code);
+        }
         let _ = writeln!(
             code,
             "WVP_EXPORT int wvp_cta_{k}(const wvp_launch *wvp_launch_, wvp_cta *wvp_cta_) {{"
         );
         self.declarations(code);
+        // Fused: every running thread in turn. SIMT emulation: the lanes its scheduler picks.
+        let (begin, thread_loop, release) = match &self.simt {
+            Some(_) => (
+                format!(
+                    "wvp_simt_begin(wvp_cta_, wvp_simt_instrs_{k}, wvp_simt_sites_{k}, wvp_simt_ipdom_{k}, {});\n    ",
+                    self.simt_blocks()
+                ),
+                "for (uint32_t wvp_t = wvp_simt_next(wvp_cta_); wvp_t != WVP_SIMT_NONE; wvp_t = wvp_simt_next(wvp_cta_))",
+                "wvp_simt_release",
+            ),
+            None => (
+                String::new(),
+                "for (uint32_t wvp_t = 0; wvp_t < wvp_cta_->nthreads; wvp_t++)",
+                "wvp_release",
+            ),
+        };
         let _ = writeln!(
             code,
             "    uint8_t *wvp_shared = wvp_cta_->shared;\n    \
              /* 1-D blocks (the common case) need no divisions for %tid. */\n    \
              const int wvp_flat = wvp_launch_->block[1] == 1 && wvp_launch_->block[2] == 1;\n    \
-             for (;;) {{\n    for (uint32_t wvp_t = 0; wvp_t < wvp_cta_->nthreads; wvp_t++) {{\n        \
+             {begin}for (;;) {{\n    {thread_loop} {{\n        \
              if (wvp_cta_->thread[wvp_t].wait != WVP_RUNNING) continue;\n        \
              wvp_regs_{k} *wvp_s = (wvp_regs_{k} *)wvp_cta_->spill + wvp_t;\n        \
              uint8_t *wvp_local = wvp_cta_->local + (size_t)wvp_t * {};\n        \
@@ -477,7 +558,7 @@ impl<'a> KernelEmitter<'a> {
         let _ = writeln!(
             code,
             "    wvp_exit:\n        wvp_cta_->thread[wvp_t].wait = WVP_EXITED;\n    \
-             wvp_next_thread:\n        if (wvp_cta_->fault) {{ wvp_cta_->fault_thread = wvp_t; return WVP_CTA_FAULT; }}\n    }}\n    int wvp_r = wvp_release(wvp_cta_);\n    \
+             wvp_next_thread:\n        if (wvp_cta_->fault) {{ wvp_cta_->fault_thread = wvp_t; return WVP_CTA_FAULT; }}\n    }}\n    int wvp_r = {release}(wvp_cta_);\n    \
              if (wvp_r <= 0) return wvp_r;\n    }}\n}}"
         );
         Ok(KernelInfo {
@@ -487,7 +568,13 @@ impl<'a> KernelEmitter<'a> {
             param_bytes: self.param_bytes,
             static_shared: self.static_shared,
             local_bytes: self.local_bytes,
+            simt_sites: self.simt.as_ref().map(|p| p.borrow().max_sites()),
         })
+    }
+
+    /// SIMT emulation: the number of blocks (resume points and the start).
+    fn simt_blocks(&self) -> usize {
+        self.simt.as_ref().map_or(0, |p| p.borrow().blocks.len())
     }
 }
 

@@ -241,6 +241,15 @@ impl KernelEmitter<'_> {
                 "wvp_param_at(wvp_launch_, wvp_cta_, {value}, {width}, {})",
                 i.line
             ),
+            // SIMT emulation counts the sectors of global traffic (constant memory has its
+            // own cache on a GPU).
+            Space::Global | Space::Generic if self.simt.is_some() => {
+                let site = self.simt.as_ref().map_or(0, |p| p.borrow_mut().site());
+                format!(
+                    "wvp_simt_global(wvp_launch_, wvp_cta_, {value}, {width}, {}, {site})",
+                    i.line
+                )
+            }
             Space::Global | Space::Const | Space::Generic => {
                 format!(
                     "wvp_global(wvp_launch_, wvp_cta_, {value}, {width}, {})",
@@ -326,6 +335,10 @@ impl KernelEmitter<'_> {
             out,
             "{save}{prepare} goto wvp_next_thread; wvp_resume_{r}:;"
         );
+        if let Some(plan) = &self.simt {
+            // SIMT emulation: what follows a split point is a block of its own.
+            plan.borrow_mut().start_block(r);
+        }
         r
     }
 
@@ -413,9 +426,13 @@ impl KernelEmitter<'_> {
             "shfl" => self.shfl(i, out),
             "vote" => self.vote(i, out),
             "activemask" => {
-                // Lanes that have not exited: fused threads run one at a time, so the lanes
-                // that would be converged here are not known.
-                let v = "wvp_active_mask(wvp_cta_, wvp_t)";
+                // Fused threads run one at a time, so the lanes that would be converged here
+                // are not known: those that have not exited. The SIMT emulation knows them.
+                let v = if self.simt.is_some() {
+                    "wvp_simt_active(wvp_cta_, wvp_t)"
+                } else {
+                    "wvp_active_mask(wvp_cta_, wvp_t)"
+                };
                 out.push_str(&self.write(i, arg(0)?, Scalar::B(32), v)?);
                 Ok(())
             }

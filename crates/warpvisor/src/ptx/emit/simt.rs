@@ -1,0 +1,278 @@
+//! The SIMT emulation's view of a kernel (see `simt.h`): the basic blocks the emitter cuts
+//! it into, numbered as the resume points that start them, their successors, and each
+//! block's immediate post-dominator, where lanes that diverge at its end reconverge.
+//! Emitted as three tables (`wvp_simt_instrs_N`, `_sites_N`, `_ipdom_N`) next to the kernel.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use crate::ptx::ast::{Instruction, Operand};
+
+/// Where control goes at a block's end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Successor {
+    /// The block of this resume id (falling through into it).
+    Block(u32),
+    /// The block a label starts (resolved once every label is known).
+    Label(String),
+    /// The thread ends (`ret`, `exit`, `trap`).
+    Exit,
+}
+
+/// One basic block.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Block {
+    /// PTX instructions in it.
+    pub instrs: u32,
+    /// Global memory instructions in it (their sites are numbered 0.. per block).
+    pub sites: u32,
+    pub successors: Vec<Successor>,
+}
+
+/// The blocks of one kernel as the emitter produces them.
+#[derive(Debug)]
+pub(super) struct SimtPlan {
+    /// By resume id: block 0 starts the kernel.
+    pub blocks: Vec<Block>,
+    /// The block being emitted.
+    current: usize,
+    /// Whether the code emitted so far falls through to what comes next.
+    falls: bool,
+    /// The block each label starts.
+    labels: HashMap<String, u32>,
+}
+
+/// Instructions that end a basic block by transferring control.
+pub(super) fn transfers_control(i: &Instruction) -> bool {
+    matches!(i.opcode.as_str(), "bra" | "brx" | "ret" | "exit" | "trap")
+}
+
+impl SimtPlan {
+    pub fn new() -> Self {
+        SimtPlan {
+            blocks: vec![Block::default()],
+            current: 0,
+            falls: true,
+            labels: HashMap::new(),
+        }
+    }
+
+    /// Counts `i` in the current block and notes where it may send control.
+    /// `tables` resolves `brx`'s target lists.
+    pub fn instruction(&mut self, i: &Instruction, tables: &HashMap<String, Vec<String>>) {
+        let block = &mut self.blocks[self.current];
+        block.instrs += 1;
+        match (i.opcode.as_str(), i.operands.first(), i.operands.get(1)) {
+            ("bra", Some(Operand::Symbol(l)), _) => {
+                block.successors.push(Successor::Label(l.clone()))
+            }
+            ("brx", _, Some(Operand::Symbol(t))) => {
+                for l in tables.get(t).into_iter().flatten() {
+                    block.successors.push(Successor::Label(l.clone()));
+                }
+            }
+            ("ret" | "exit" | "trap", _, _) => block.successors.push(Successor::Exit),
+            _ => {}
+        }
+        self.falls = !(transfers_control(i) && i.guard.is_none());
+    }
+
+    /// A label starts the block of resume point `resume`.
+    pub fn label(&mut self, name: &str, resume: u32) {
+        self.labels.insert(name.to_string(), resume);
+    }
+
+    /// A new block starts at resume point `resume`.
+    pub fn start_block(&mut self, resume: u32) {
+        if self.falls {
+            self.blocks[self.current]
+                .successors
+                .push(Successor::Block(resume));
+        }
+        let r = resume as usize;
+        if self.blocks.len() <= r {
+            self.blocks.resize(r + 1, Block::default());
+        }
+        self.current = r;
+        self.falls = true;
+    }
+
+    /// The next global memory instruction's site in the current block.
+    pub fn site(&mut self) -> u32 {
+        let b = &mut self.blocks[self.current];
+        b.sites += 1;
+        b.sites - 1
+    }
+
+    /// Each block's successors as block indices; the exit is `blocks.len()`.
+    fn successors(&self) -> Vec<Vec<usize>> {
+        let exit = self.blocks.len();
+        self.blocks
+            .iter()
+            .map(|b| {
+                b.successors
+                    .iter()
+                    .map(|s| match s {
+                        Successor::Block(r) => *r as usize,
+                        Successor::Label(l) => self.labels.get(l).map_or(exit, |&r| r as usize),
+                        Successor::Exit => exit,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Immediate post-dominators by block; `blocks.len()` (the exit) for blocks whose lanes
+    /// never reconverge (every path ends, or none reaches the end).
+    pub fn ipdoms(&self) -> Vec<u32> {
+        let n = self.blocks.len();
+        post_dominators(&self.successors(), n)
+            .into_iter()
+            .map(|d| d as u32)
+            .collect()
+    }
+
+    /// The tables `simt.h` reads, for kernel `k`.
+    pub fn tables(&self, k: usize, out: &mut String) {
+        let join = |v: Vec<u32>| {
+            v.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let n = self.blocks.len();
+        let _ = writeln!(
+            out,
+            "/* SIMT emulation: per block (by resume id) its instructions, global memory \
+             instructions, and where its lanes reconverge ({n} = never). */"
+        );
+        let _ = writeln!(
+            out,
+            "static const uint32_t wvp_simt_instrs_{k}[{n}] = {{{}}};",
+            join(self.blocks.iter().map(|b| b.instrs).collect())
+        );
+        let _ = writeln!(
+            out,
+            "static const uint32_t wvp_simt_sites_{k}[{n}] = {{{}}};",
+            join(self.blocks.iter().map(|b| b.sites).collect())
+        );
+        let _ = writeln!(
+            out,
+            "static const uint32_t wvp_simt_ipdom_{k}[{n}] = {{{}}};",
+            join(self.ipdoms())
+        );
+        let _ = writeln!(
+            out,
+            "WVP_EXPORT const uint32_t wvp_simt_max_sites_{k} = {};",
+            self.max_sites()
+        );
+    }
+
+    /// The most global memory instructions in one block.
+    pub fn max_sites(&self) -> u32 {
+        self.blocks.iter().map(|b| b.sites).max().unwrap_or(0)
+    }
+}
+
+/// Immediate post-dominators of nodes `0..n` of a graph with a virtual exit node `n`
+/// (Cooper, Harvey and Kennedy's iterative algorithm on the reversed graph). Nodes that
+/// cannot reach the exit get `n`.
+pub(super) fn post_dominators(successors: &[Vec<usize>], n: usize) -> Vec<usize> {
+    // Reverse graph: the exit's "successors" are the nodes that reach it directly.
+    let mut preds_rev: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+    for (a, succ) in successors.iter().enumerate() {
+        for &b in succ {
+            preds_rev[b].push(a);
+        }
+    }
+    // Postorder of the reverse graph from the exit (iterative DFS).
+    let mut order = vec![usize::MAX; n + 1];
+    let mut postorder = Vec::with_capacity(n + 1);
+    let mut seen = vec![false; n + 1];
+    let mut stack = vec![(n, 0usize)];
+    seen[n] = true;
+    while let Some((v, i)) = stack.pop() {
+        if let Some(&w) = preds_rev[v].get(i) {
+            stack.push((v, i + 1));
+            if !seen[w] {
+                seen[w] = true;
+                stack.push((w, 0));
+            }
+        } else {
+            order[v] = postorder.len();
+            postorder.push(v);
+        }
+    }
+    let mut idom = vec![usize::MAX; n + 1];
+    idom[n] = n;
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for &v in postorder.iter().rev().skip(1) {
+            // In the reverse graph a node's predecessors are its forward successors.
+            let mut new = usize::MAX;
+            for &s in &successors[v] {
+                if idom[s] == usize::MAX {
+                    continue;
+                }
+                new = if new == usize::MAX {
+                    s
+                } else {
+                    intersect(&idom, &order, s, new)
+                };
+            }
+            if new != usize::MAX && idom[v] != new {
+                idom[v] = new;
+                changed = true;
+            }
+        }
+    }
+    (0..n)
+        .map(|v| if idom[v] == usize::MAX { n } else { idom[v] })
+        .collect()
+}
+
+fn intersect(idom: &[usize], order: &[usize], mut a: usize, mut b: usize) -> usize {
+    while a != b {
+        while order[a] < order[b] {
+            a = idom[a];
+        }
+        while order[b] < order[a] {
+            b = idom[b];
+        }
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::post_dominators;
+
+    #[test]
+    fn a_diamond_reconverges_at_its_join() {
+        // 0 -> {1, 2} -> 3 -> exit
+        let g = vec![vec![1, 2], vec![3], vec![3], vec![4]];
+        assert_eq!(post_dominators(&g, 4), vec![3, 3, 3, 4]);
+    }
+
+    #[test]
+    fn a_loop_reconverges_after_its_exit() {
+        // 0 -> 1 (header) -> {2 (body), 3 (after)}; 2 -> 1; 3 -> exit
+        let g = vec![vec![1], vec![2, 3], vec![1], vec![4]];
+        assert_eq!(post_dominators(&g, 4), vec![1, 3, 1, 4]);
+    }
+
+    #[test]
+    fn a_return_inside_a_branch_reconverges_only_at_the_exit() {
+        // 0 -> {1 (returns), 2}; 2 -> 3 -> exit
+        let g = vec![vec![1, 2], vec![4], vec![3], vec![4]];
+        assert_eq!(post_dominators(&g, 4), vec![4, 4, 3, 4]);
+    }
+
+    #[test]
+    fn an_endless_loop_never_reconverges() {
+        // 0 -> {1, 2}; 1 -> 1 forever; 2 -> exit
+        let g = vec![vec![1, 2], vec![1], vec![3]];
+        assert_eq!(post_dominators(&g, 3), vec![3, 3, 3]);
+    }
+}

@@ -1,0 +1,330 @@
+//! SIMT emulation (`PtxRuntime::load_simt`): warps in lockstep under a reconvergence stack.
+//! Small kernels whose counts follow from their text check the counting exactly (divergence
+//! and reconvergence, a loop that lanes leave one by one, partial warps, coalescing); the
+//! corpus kernels must give under emulation exactly what they give fused.
+
+mod common;
+mod ptx_support;
+
+use std::sync::OnceLock;
+
+use ptx_support::*;
+use warpvisor::ptx::{Arg, Dim3, PtxModule, PtxProgram, SimtCounts};
+
+/// Hand-written kernels; comments count each block's instructions.
+const KERNELS: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+
+// Odd and even lanes take different sides and store the mask of lanes converged there.
+.visible .entry diverge(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];       // block A: 5 instructions
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 1;
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 bra EVEN;
+    activemask.b32 %r3;             // odd lanes: 2
+    bra DONE;
+EVEN:
+    activemask.b32 %r3;             // even lanes: 1
+DONE:
+    mul.wide.u32 %rd2, %r1, 4;      // everyone again: 4
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    ret;
+}
+
+// Lane l runs the loop l times: lanes leave it one per iteration.
+.visible .entry spin(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];       // entry: 4
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, 0;
+    mov.u32 %r3, 0;
+LOOP:
+    setp.ge.u32 %p1, %r2, %r1;      // header: 2
+    @%p1 bra DONE;
+    add.u32 %r3, %r3, %r2;          // body: 3
+    add.u32 %r2, %r2, 1;
+    bra LOOP;
+DONE:
+    mul.wide.u32 %rd2, %r1, 4;      // exit: 4
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    ret;
+}
+
+// Thread t stores to word t * stride.
+.visible .entry strided(.param .u64 out, .param .u32 stride)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r2, [stride];
+    mov.u32 %r1, %tid.x;
+    mul.lo.u32 %r3, %r1, %r2;
+    mul.wide.u32 %rd2, %r3, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+"#;
+
+fn hand() -> &'static PtxProgram {
+    static SIMT: OnceLock<PtxProgram> = OnceLock::new();
+    SIMT.get_or_init(|| {
+        let m = PtxModule::parse(KERNELS).unwrap_or_else(|e| panic!("{e}"));
+        runtime()
+            .load_simt(&m, None)
+            .unwrap_or_else(|e| panic!("{e}"))
+    })
+}
+
+/// Runs `kernel` of the hand-written module once and returns its output words and counts.
+/// Tests run in parallel: one launch at a time, so that each reads only its own counts.
+fn run(kernel: &str, threads: u32, words: usize, extra: &[Arg]) -> (Vec<u32>, SimtCounts) {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let p = hand();
+    let before = p.simt_counts(kernel).unwrap_or_default();
+    let out = runtime().buffer(words * 4).expect("buffer");
+    let mut args = vec![Arg::Buffer(&out)];
+    args.extend_from_slice(extra);
+    p.launch(kernel, Dim3::x(1), Dim3::x(threads), 0, &args)
+        .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+    let after = p.simt_counts(kernel).expect("a SIMT module counts");
+    (ptx_support::words(&out), after.since(&before))
+}
+
+#[test]
+fn a_branch_splits_the_warp_and_it_reconverges_at_the_join() {
+    let (out, c) = run("diverge", 32, 32, &[]);
+    // Each side sees only its own lanes converged.
+    for (t, &m) in out.iter().enumerate() {
+        assert_eq!(
+            m,
+            if t % 2 == 1 { 0xaaaa_aaaa } else { 0x5555_5555 },
+            "thread {t}"
+        );
+    }
+    assert_eq!(c.warp_instructions, 5 + 2 + 1 + 4);
+    assert_eq!(c.lane_instructions, 5 * 32 + 2 * 16 + 16 + 4 * 32);
+    assert_eq!(c.divergences, 1);
+    // One store of 32 consecutive words: 128 bytes, four sectors.
+    assert_eq!((c.memory_instructions, c.sectors), (1, 4));
+    assert!((c.efficiency() - 336.0 / 384.0).abs() < 1e-12);
+}
+
+#[test]
+fn a_partial_warp_counts_only_its_lanes() {
+    // 48 threads: a full warp and one of 16 lanes (8 odd, 8 even).
+    let (out, c) = run("diverge", 48, 48, &[]);
+    assert_eq!(out[33], 0xaaaa);
+    assert_eq!(out[40], 0x5555);
+    assert_eq!(c.warp_instructions, 2 * 12);
+    assert_eq!(c.lane_instructions, 336 + (5 * 16 + 2 * 8 + 8 + 4 * 16));
+    assert_eq!(c.divergences, 2);
+    // The second warp's 16 words are 64 bytes: two sectors.
+    assert_eq!((c.memory_instructions, c.sectors), (2, 4 + 2));
+}
+
+#[test]
+fn lanes_leave_a_loop_one_by_one() {
+    let (out, c) = run("spin", 32, 32, &[]);
+    for (l, &v) in out.iter().enumerate() {
+        assert_eq!(v as usize, l * l.saturating_sub(1) / 2, "lane {l}");
+    }
+    // The header runs 32 times with 32, 31, ... 1 lanes; the body 31 times with 31 ... 1.
+    let header_lanes: u64 = (1..=32).sum();
+    let body_lanes: u64 = (1..=31).sum();
+    assert_eq!(c.warp_instructions, 4 + 2 * 32 + 3 * 31 + 4);
+    assert_eq!(
+        c.lane_instructions,
+        4 * 32 + 2 * header_lanes + 3 * body_lanes + 4 * 32
+    );
+    // Every header run but the last sends one lane out and the rest round again.
+    assert_eq!(c.divergences, 31);
+}
+
+#[test]
+fn sectors_follow_the_access_stride() {
+    for (stride, sectors) in [(1u32, 4u64), (2, 8), (4, 16), (8, 32), (64, 32)] {
+        let (out, c) = run("strided", 64, 64 * stride as usize, &[Arg::U32(stride)]);
+        assert_eq!(out[63 * stride as usize], 63, "stride {stride}");
+        assert_eq!(
+            c.memory_instructions, 2,
+            "stride {stride}: one store per warp"
+        );
+        assert_eq!(c.sectors, 2 * sectors, "stride {stride}");
+        assert_eq!(c.divergences, 0);
+        assert_eq!(c.efficiency(), 1.0);
+    }
+}
+
+/// A corpus kernel launched fused and under SIMT emulation: the same output buffers.
+struct Case {
+    program: &'static str,
+    kernel: &'static str,
+    grid: Dim3,
+    block: Dim3,
+    shared: u32,
+    /// Input buffers (bytes); an output buffer is `None` with its size.
+    buffers: Vec<(Option<Vec<u8>>, usize)>,
+    scalars: Vec<i32>,
+}
+
+fn simt_program(which: &str) -> &'static PtxProgram {
+    static CORPUS: OnceLock<PtxProgram> = OnceLock::new();
+    static BENCH: OnceLock<PtxProgram> = OnceLock::new();
+    let (cell, text) = match which {
+        "corpus" => (&CORPUS, include_str!("ptx/corpus.ptx")),
+        _ => (&BENCH, include_str!("../../warpvisor-bench/cuda/bench.ptx")),
+    };
+    cell.get_or_init(|| {
+        let m = PtxModule::parse(text).unwrap_or_else(|e| panic!("{e}"));
+        runtime()
+            .load_simt(&m, None)
+            .unwrap_or_else(|e| panic!("{which}: {e}"))
+    })
+}
+
+fn outputs(p: &PtxProgram, case: &Case) -> Vec<Vec<u8>> {
+    let bufs: Vec<_> = case
+        .buffers
+        .iter()
+        .map(|(data, len)| match data {
+            Some(d) => buf(d),
+            None => runtime().buffer(*len).expect("buffer"),
+        })
+        .collect();
+    let mut args: Vec<Arg> = bufs.iter().map(Arg::Buffer).collect();
+    args.extend(case.scalars.iter().map(|&v| Arg::I32(v)));
+    p.launch(case.kernel, case.grid, case.block, case.shared, &args)
+        .unwrap_or_else(|e| panic!("{}: {e}", case.kernel));
+    bufs.iter().map(|b| b.read()).collect()
+}
+
+#[test]
+fn corpus_kernels_give_the_same_results_under_emulation() {
+    // Kernels that take `n` get 1,000 elements; inputs hold enough for every thread.
+    let n = 1000usize;
+    let len = 2048usize;
+    let floats_in = to_bytes(
+        &xorshift(len, 3)
+            .iter()
+            .map(|&x| (x % 64) as f32)
+            .collect::<Vec<_>>(),
+        f32::to_le_bytes,
+    );
+    let ints_in = to_bytes(
+        &xorshift(len, 4)
+            .iter()
+            .map(|&x| x % 100)
+            .collect::<Vec<_>>(),
+        u32::to_le_bytes,
+    );
+    let bytes_in: Vec<u8> = xorshift(len, 5).iter().map(|&x| x as u8).collect();
+    let mut cases = Vec::new();
+    for bs in [64u32, 96, 256] {
+        let ctas = (n as u32).div_ceil(bs);
+        let threads = (ctas * bs) as usize;
+        let case = |kernel, shared, buffers, scalars| Case {
+            program: if kernel == "vector_add" || kernel == "barrier_64" {
+                "bench"
+            } else {
+                "corpus"
+            },
+            kernel,
+            grid: Dim3::x(ctas),
+            block: Dim3::x(bs),
+            shared,
+            buffers,
+            scalars,
+        };
+        let f = || Some(floats_in.clone());
+        let i = || Some(ints_in.clone());
+        let n32 = vec![n as i32];
+        cases.push(case(
+            "vector_add",
+            0,
+            vec![(f(), 0), (f(), 0), (None, n * 4)],
+            n32.clone(),
+        ));
+        cases.push(case(
+            "sum_squares",
+            0,
+            vec![(f(), 0), (None, n * 4)],
+            n32.clone(),
+        ));
+        cases.push(case(
+            "scan_block",
+            2 * bs * 4,
+            vec![(i(), 0), (None, n * 4)],
+            n32.clone(),
+        ));
+        let hist = vec![(Some(bytes_in.clone()), 0), (None, 1024)];
+        cases.push(case("histogram_shared", 0, hist, n32.clone()));
+        cases.push(case(
+            "warp_ops",
+            0,
+            vec![(i(), 0), (None, threads * 6 * 4)],
+            vec![],
+        ));
+        cases.push(case(
+            "reduce_shared",
+            bs * 4,
+            vec![(f(), 0), (None, n * 4)],
+            n32.clone(),
+        ));
+        cases.push(case(
+            "reduce_shfl",
+            0,
+            vec![(i(), 0), (None, 4)],
+            n32.clone(),
+        ));
+        cases.push(case(
+            "barrier_64",
+            bs * 4,
+            vec![(None, threads * 4)],
+            vec![3],
+        ));
+    }
+    for bs in [64u32, 256] {
+        let keys: Vec<u32> = xorshift(bs as usize * 4, 6);
+        cases.push(Case {
+            program: "corpus",
+            kernel: "bitonic_sort",
+            grid: Dim3::x(4),
+            block: Dim3::x(bs),
+            shared: bs * 4,
+            buffers: vec![(Some(to_bytes(&keys, u32::to_le_bytes)), 0)],
+            scalars: vec![],
+        });
+    }
+    for case in &cases {
+        let fused = outputs(program(case.program), case);
+        let before = simt_program(case.program)
+            .simt_counts(case.kernel)
+            .unwrap_or_default();
+        let emulated = outputs(simt_program(case.program), case);
+        assert!(
+            fused == emulated,
+            "{} (block {}): emulation differs from the fused run",
+            case.kernel,
+            case.block.x
+        );
+        let c = simt_program(case.program)
+            .simt_counts(case.kernel)
+            .expect("counts")
+            .since(&before);
+        assert!(c.warp_instructions > 0 && c.efficiency() > 0.0 && c.efficiency() <= 1.0);
+    }
+}
