@@ -81,9 +81,15 @@ typedef struct {
     uint32_t fault_thread;   /* the faulting thread (flat index in the CTA) */
     uint64_t sink[4];        /* where a faulting access goes instead */
     struct wvp_simt *simt;   /* SIMT emulation only; otherwise null */
+    /* Threads waiting at a barrier or a warp operation, and exited: kept as threads stop, so
+     * a round's end needs no pass over the threads to count them. */
+    uint32_t at_barrier, at_warp_op, exited;
+    /* The highest wait state that runs this round: WVP_AT_BARRIER right after a barrier's
+     * release (its threads go on without a pass resetting them), else WVP_RUNNING. */
+    uint32_t runnable;
 } wvp_cta;
 _Static_assert(sizeof(wvp_thread) == 48, "wvp_thread layout (Rust: ThreadRecord)");
-_Static_assert(sizeof(wvp_cta) == 272, "wvp_cta layout (Rust: CtaRecord)");
+_Static_assert(sizeof(wvp_cta) == 288, "wvp_cta layout (Rust: CtaRecord)");
 _Static_assert(sizeof(wvp_launch) == 56, "wvp_launch layout (Rust: LaunchRecord)");
 
 /* ---- memory: unaligned-safe, alias-safe loads and stores ---- */
@@ -343,6 +349,7 @@ static inline void wvp_warp_arrive(wvp_cta *cta, uint32_t t, uint32_t resume, ui
                                    uint64_t a, uint32_t b, uint32_t c, uint32_t mask) {
     wvp_thread *th = &cta->thread[t];
     th->resume = resume; th->wait = WVP_AT_WARP_OP; th->op = op;
+    cta->at_warp_op++;
     th->a = a; th->b = b; th->c = c; th->mask = mask;
 }
 
@@ -380,6 +387,7 @@ static void wvp_settle_lanes(wvp_cta *cta, uint32_t w, uint32_t arrived) {
         default: break;
         }
         th->wait = WVP_RUNNING;
+        cta->at_warp_op--;
     }
 }
 
@@ -406,22 +414,17 @@ static int wvp_settle_warp(wvp_cta *cta, uint32_t w) {
 /* After a round: lets waiting threads go on. 1: run another round; WVP_CTA_DONE when every
  * thread has exited; WVP_CTA_DEADLOCK when threads wait for others that never come. */
 static int wvp_release(wvp_cta *cta) {
-    uint32_t live = 0, at_barrier = 0, at_warp_op = 0;
-    for (uint32_t t = 0; t < cta->nthreads; t++) {
-        uint32_t w = cta->thread[t].wait;
-        live += w != WVP_EXITED;
-        at_barrier += w == WVP_AT_BARRIER;
-        at_warp_op += w == WVP_AT_WARP_OP;
-    }
+    uint32_t live = cta->nthreads - cta->exited;
     if (live == 0) return WVP_CTA_DONE;
+    cta->runnable = WVP_RUNNING;
     int released = 0;
     /* A warp with no lane at a warp operation has nothing to settle: barrier-only kernels skip
      * the per-warp pass. */
-    for (uint32_t w = 0; at_warp_op && w * 32 < cta->nthreads; w++) released |= wvp_settle_warp(cta, w);
+    for (uint32_t w = 0; cta->at_warp_op && w * 32 < cta->nthreads; w++) released |= wvp_settle_warp(cta, w);
     if (released) return 1;
-    if (at_barrier == live) {
-        for (uint32_t t = 0; t < cta->nthreads; t++)
-            if (cta->thread[t].wait == WVP_AT_BARRIER) cta->thread[t].wait = WVP_RUNNING;
+    if (cta->at_barrier == live) {
+        cta->at_barrier = 0;
+        cta->runnable = WVP_AT_BARRIER;
         return 1;
     }
     return WVP_CTA_DEADLOCK;

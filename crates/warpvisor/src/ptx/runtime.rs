@@ -397,10 +397,14 @@ struct CtaRecord {
     fault_thread: u32,
     sink: [u64; 4],
     simt: *mut SimtRecord,
+    at_barrier: u32,
+    at_warp_op: u32,
+    exited: u32,
+    runnable: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<ThreadRecord>() == 48);
-const _: () = assert!(std::mem::size_of::<CtaRecord>() == 272);
+const _: () = assert!(std::mem::size_of::<CtaRecord>() == 288);
 const _: () = assert!(std::mem::size_of::<LaunchRecord>() == 56);
 
 struct LoadedKernel {
@@ -725,6 +729,10 @@ fn run_ctas(
             simt: simt
                 .as_deref_mut()
                 .map_or(std::ptr::null_mut(), SimtState::record),
+            at_barrier: 0,
+            at_warp_op: 0,
+            exited: 0,
+            runnable: 0,
         };
         // SAFETY: the records point at buffers sized for this kernel and block; the kernel's
         // memory accesses are checked against them and the launch's ranges.

@@ -180,6 +180,7 @@ static int wvp_simt_release(wvp_cta *cta) {
     if (live == 0) return WVP_CTA_DONE;
     for (uint32_t t = 0; t < cta->nthreads; t++)
         if (cta->thread[t].wait == WVP_AT_BARRIER) cta->thread[t].wait = WVP_RUNNING;
+    cta->at_barrier = 0;
     for (uint32_t w = 0; w * 32 < cta->nthreads; w++) s->warps[w].stopped = 0;
     s->warp = 0;
     return 1;

@@ -481,8 +481,14 @@ impl<'a> KernelEmitter<'a> {
         let f = self.function;
         let k = self.index;
         let body = self.translate_body()?;
-        // Registers, sorted for a stable, readable translation.
-        let regs = self.sorted_registers();
+        // A thread's spill slot holds only the registers some split point saves (a few of
+        // the kernel's registers, typically): slots stay small and close together.
+        let saved: std::collections::HashSet<&String> = self.saved.iter().flatten().collect();
+        let regs: Vec<(String, Scalar)> = self
+            .sorted_registers()
+            .into_iter()
+            .filter(|(name, _)| saved.contains(name))
+            .collect();
         let _ = writeln!(
             code,
             "\n/* ---- kernel `{}` (PTX line {}) ---- */",
@@ -530,7 +536,7 @@ impl<'a> KernelEmitter<'a> {
              /* 1-D blocks (the common case) need no divisions for %tid. */\n    \
              const int wvp_flat = wvp_launch_->block[1] == 1 && wvp_launch_->block[2] == 1;\n    \
              {begin}for (;;) {{\n    {thread_loop} {{\n        \
-             if (wvp_cta_->thread[wvp_t].wait != WVP_RUNNING) continue;\n        \
+             if (wvp_cta_->thread[wvp_t].wait > wvp_cta_->runnable) continue;\n        \
              wvp_regs_{k} *wvp_s = (wvp_regs_{k} *)wvp_cta_->spill + wvp_t;\n        \
              uint8_t *wvp_local = wvp_cta_->local + (size_t)wvp_t * {};\n        \
              const uint64_t wvp_local_bytes = wvp_cta_->local_bytes;\n        \
@@ -557,7 +563,7 @@ impl<'a> KernelEmitter<'a> {
         code.push_str(&body);
         let _ = writeln!(
             code,
-            "    wvp_exit:\n        wvp_cta_->thread[wvp_t].wait = WVP_EXITED;\n    \
+            "    wvp_exit:\n        wvp_cta_->thread[wvp_t].wait = WVP_EXITED; wvp_cta_->exited++;\n    \
              wvp_next_thread:\n        if (wvp_cta_->fault) {{ wvp_cta_->fault_thread = wvp_t; return WVP_CTA_FAULT; }}\n    }}\n    int wvp_r = {release}(wvp_cta_);\n    \
              if (wvp_r <= 0) return wvp_r;\n    }}\n}}"
         );
