@@ -597,7 +597,7 @@ impl KernelEmitter<'_> {
         let r = self.splits + 1;
         let prepare = format!("wvp_warp_arrive(wvp_cta_, wvp_t, {r}, {mode}, {a}, {b}, {c}, {m});");
         self.split_point(&prepare, out);
-        let res = "(uint32_t)wvp_cta_->thread[wvp_t].result";
+        let res = "(uint32_t)wvp_th[wvp_t].result";
         match self.operand(i, 0)? {
             Operand::Pair(d, p) => {
                 out.push(' ');
@@ -607,7 +607,7 @@ impl KernelEmitter<'_> {
                     i,
                     &Operand::Reg(p.clone()),
                     Scalar::Pred,
-                    "wvp_cta_->thread[wvp_t].pred",
+                    "wvp_th[wvp_t].pred",
                 )?);
             }
             d => {
@@ -646,14 +646,14 @@ impl KernelEmitter<'_> {
                 i,
                 self.operand(i, 0)?,
                 Scalar::B(32),
-                "(uint32_t)wvp_cta_->thread[wvp_t].result",
+                "(uint32_t)wvp_th[wvp_t].result",
             )?
         } else {
             self.write(
                 i,
                 self.operand(i, 0)?,
                 Scalar::Pred,
-                "wvp_cta_->thread[wvp_t].pred",
+                "wvp_th[wvp_t].pred",
             )?
         };
         out.push_str(&w);

@@ -448,7 +448,7 @@ impl<'a> KernelEmitter<'a> {
     fn block_stop(&mut self, label: Option<&str>, out: &mut String) {
         let r = self.splits + 1;
         out.push_str("        ");
-        self.split_point(&format!("wvp_cta_->thread[wvp_t].resume = {r};"), out);
+        self.split_point(&format!("wvp_th[wvp_t].resume = {r};"), out);
         out.push_str(" /* block */\n");
         if let (Some(plan), Some(l)) = (&self.simt, label) {
             plan.borrow_mut().label(l, r);
@@ -526,7 +526,7 @@ impl<'a> KernelEmitter<'a> {
             ),
             None => (
                 String::new(),
-                "for (uint32_t wvp_t = 0; wvp_t < wvp_cta_->nthreads; wvp_t++)",
+                "for (uint32_t wvp_t = 0; wvp_t < wvp_n; wvp_t++)",
                 "wvp_release",
             ),
         };
@@ -535,16 +535,25 @@ impl<'a> KernelEmitter<'a> {
             "    uint8_t *wvp_shared = wvp_cta_->shared;\n    \
              /* 1-D blocks (the common case) need no divisions for %tid. */\n    \
              const int wvp_flat = wvp_launch_->block[1] == 1 && wvp_launch_->block[2] == 1;\n    \
-             {begin}for (;;) {{\n    {thread_loop} {{\n        \
-             if (wvp_cta_->thread[wvp_t].wait > wvp_cta_->runnable) continue;\n        \
-             wvp_regs_{k} *wvp_s = (wvp_regs_{k} *)wvp_cta_->spill + wvp_t;\n        \
+             /* The CTA's records stay put while it runs; counts of this round's barrier\n    \
+             arrivals and exits stay in registers until the round ends. */\n    \
+             wvp_thread *const wvp_th = wvp_cta_->thread;\n    \
+             wvp_regs_{k} *const wvp_spill = (wvp_regs_{k} *)wvp_cta_->spill;\n    \
+             const uint32_t wvp_n = wvp_cta_->nthreads;\n    \
+             uint32_t wvp_arrived = 0, wvp_gone = 0;\n    \
+             (void)wvp_n;\n    \
+             {begin}for (;;) {{\n    \
+             const uint32_t wvp_runnable = wvp_cta_->runnable;\n    \
+             {thread_loop} {{\n        \
+             if (wvp_th[wvp_t].wait > wvp_runnable) continue;\n        \
+             wvp_regs_{k} *wvp_s = wvp_spill + wvp_t;\n        \
              uint8_t *wvp_local = wvp_cta_->local + (size_t)wvp_t * {};\n        \
              const uint64_t wvp_local_bytes = wvp_cta_->local_bytes;\n        \
              uint32_t wvp_tid_x = wvp_flat ? wvp_t : wvp_t % wvp_launch_->block[0];\n        \
              uint32_t wvp_tid_y = wvp_flat ? 0 : wvp_t / wvp_launch_->block[0] % wvp_launch_->block[1];\n        \
              uint32_t wvp_tid_z = wvp_flat ? 0 : wvp_t / wvp_launch_->block[0] / wvp_launch_->block[1];\n        \
              (void)wvp_s; (void)wvp_local; (void)wvp_local_bytes; (void)wvp_tid_x; (void)wvp_tid_y; (void)wvp_tid_z;\n        \
-             switch (wvp_cta_->thread[wvp_t].resume) {{\n        case 0: break;",
+             switch (wvp_th[wvp_t].resume) {{\n        case 0: break;",
             self.local_bytes
         );
         for (r, saved) in self.saved.iter().enumerate() {
@@ -563,8 +572,10 @@ impl<'a> KernelEmitter<'a> {
         code.push_str(&body);
         let _ = writeln!(
             code,
-            "    wvp_exit:\n        wvp_cta_->thread[wvp_t].wait = WVP_EXITED; wvp_cta_->exited++;\n    \
-             wvp_next_thread:\n        if (wvp_cta_->fault) {{ wvp_cta_->fault_thread = wvp_t; return WVP_CTA_FAULT; }}\n    }}\n    int wvp_r = {release}(wvp_cta_);\n    \
+            "    wvp_exit:\n        wvp_th[wvp_t].wait = WVP_EXITED; wvp_gone++;\n    \
+             wvp_next_thread:\n        if (wvp_cta_->fault) {{ wvp_cta_->fault_thread = wvp_t; return WVP_CTA_FAULT; }}\n    }}\n    \
+             wvp_cta_->at_barrier += wvp_arrived; wvp_cta_->exited += wvp_gone; wvp_arrived = wvp_gone = 0;\n    \
+             int wvp_r = {release}(wvp_cta_);\n    \
              if (wvp_r <= 0) return wvp_r;\n    }}\n}}"
         );
         Ok(KernelInfo {

@@ -409,7 +409,7 @@ impl KernelEmitter<'_> {
                 } else {
                     let r = self.splits + 1;
                     let prepare = format!(
-                        "wvp_cta_->thread[wvp_t].resume = {r}; wvp_cta_->thread[wvp_t].wait = WVP_AT_BARRIER; wvp_cta_->at_barrier++;"
+                        "wvp_th[wvp_t].resume = {r}; wvp_th[wvp_t].wait = WVP_AT_BARRIER; wvp_arrived++;"
                     );
                     self.split_point(&prepare, out);
                 }
