@@ -18,7 +18,10 @@ fn each_launch_appends_its_simt_counts() {
         assert_eq!(cuInit(0), 0);
         let mut module = std::ptr::null_mut();
         let text = CString::new(FAULTS).expect("PTX has no NUL");
-        assert_eq!(cuModuleLoadData(&mut module, text.as_ptr() as *const c_void), 0);
+        assert_eq!(
+            cuModuleLoadData(&mut module, text.as_ptr() as *const c_void),
+            0
+        );
         let mut f = std::ptr::null_mut();
         let oob = CString::new("oob").expect("name");
         assert_eq!(cuModuleGetFunction(&mut f, module, oob.as_ptr()), 0);

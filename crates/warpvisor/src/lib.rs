@@ -17,6 +17,7 @@ pub mod layout;
 pub mod limits;
 pub mod ptx;
 pub mod runner;
+pub mod serve;
 pub mod vmm;
 pub mod wasi;
 pub mod wast;

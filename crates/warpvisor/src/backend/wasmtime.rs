@@ -166,7 +166,7 @@ impl WasmtimeBackend {
 
     /// Runs `f(i)` for every job index on the worker pool, in job order, with the per-job
     /// wall-clock limit enforced by an epoch ticker.
-    fn run_pool<R: Send>(&self, jobs: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    pub(crate) fn run_pool<R: Send>(&self, jobs: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
         let next = AtomicUsize::new(0);
         let finished = AtomicBool::new(false);
         let workers = self.workers(jobs);

@@ -5,6 +5,7 @@ mod devices;
 mod progress;
 mod ptx;
 mod run;
+mod serve;
 mod wasi_suite;
 mod wast;
 
@@ -78,6 +79,8 @@ enum Command {
     /// CUDA kernels on the CPU: run or translate PTX.
     #[command(subcommand)]
     Ptx(ptx::PtxCommand),
+    /// Serve a WASI program over HTTP: one request per job, batched onto a resident fleet.
+    Serve(serve::ServeArgs),
 }
 
 /// Settings shared by the commands that build kernels and fleets.
@@ -372,6 +375,7 @@ pub fn main() -> i32 {
         Command::Devices => devices::run(),
         Command::WasiSuite(a) => wasi_suite::run(a),
         Command::Ptx(c) => ptx::run(c),
+        Command::Serve(a) => serve::run(a),
     };
     match result {
         Ok(code) => code,

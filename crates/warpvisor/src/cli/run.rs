@@ -151,22 +151,8 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
 
 /// `run` of a WASI program: `_start` on every VM, one job each.
 fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result<i32> {
-    let mut env = Vec::new();
-    for e in &args.env {
-        let (k, v) = e
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("--env takes NAME=VALUE, not `{e}`"))?;
-        env.push((k.to_string(), v.to_string()));
-    }
-    let mut preopens = Vec::new();
-    for d in &args.dirs {
-        let (host, guest) = d.split_once("::").unwrap_or((d.as_str(), d.as_str()));
-        let host = std::fs::canonicalize(host).map_err(|e| anyhow::anyhow!("--dir {host}: {e}"))?;
-        if !host.is_dir() {
-            anyhow::bail!("--dir {}: not a directory", host.display());
-        }
-        preopens.push((host, guest.to_string()));
-    }
+    let env = parse_env(&args.env)?;
+    let preopens = parse_dirs(&args.dirs)?;
     let jobs: Vec<WasiJob> = match &args.jobs {
         Some(path) => read_lines(path)?
             .into_iter()
@@ -188,10 +174,7 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
             args.vms as usize
         ],
     };
-    let name = args.module.file_name().map_or_else(
-        || "program.wasm".into(),
-        |n| n.to_string_lossy().into_owned(),
-    );
+    let name = program_name(&args.module);
     let config = WasiRunConfig {
         fleet: args.fleet.fleet(args.vms),
         program_name: name,
@@ -255,6 +238,40 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
         print_stats(&stats, results.len(), args.vms);
     }
     Ok(0)
+}
+
+/// `--env NAME=VALUE` flags.
+pub(super) fn parse_env(flags: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    flags
+        .iter()
+        .map(|e| {
+            e.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| anyhow::anyhow!("--env takes NAME=VALUE, not `{e}`"))
+        })
+        .collect()
+}
+
+/// `--dir HOST::GUEST` flags: canonical host directories and their guest names.
+pub(super) fn parse_dirs(flags: &[String]) -> anyhow::Result<Vec<(PathBuf, String)>> {
+    let mut preopens = Vec::new();
+    for d in flags {
+        let (host, guest) = d.split_once("::").unwrap_or((d.as_str(), d.as_str()));
+        let host = std::fs::canonicalize(host).map_err(|e| anyhow::anyhow!("--dir {host}: {e}"))?;
+        if !host.is_dir() {
+            anyhow::bail!("--dir {}: not a directory", host.display());
+        }
+        preopens.push((host, guest.to_string()));
+    }
+    Ok(preopens)
+}
+
+/// `argv[0]` of a program's VMs: its file name.
+pub(super) fn program_name(module: &Path) -> String {
+    module.file_name().map_or_else(
+        || "program.wasm".into(),
+        |n| n.to_string_lossy().into_owned(),
+    )
 }
 
 /// Where result lines go: `--output FILE`, else standard output.

@@ -649,12 +649,7 @@ impl KernelEmitter<'_> {
                 "(uint32_t)wvp_th[wvp_t].result",
             )?
         } else {
-            self.write(
-                i,
-                self.operand(i, 0)?,
-                Scalar::Pred,
-                "wvp_th[wvp_t].pred",
-            )?
+            self.write(i, self.operand(i, 0)?, Scalar::Pred, "wvp_th[wvp_t].pred")?
         };
         out.push_str(&w);
         Ok(())

@@ -1,0 +1,267 @@
+//! `warpvisor serve`: a WASI program behind HTTP. Each request is one job — the body is its
+//! standard input, `?arg=...` (repeatable) its arguments, `?env=NAME=VALUE` (repeatable) its
+//! environment after the `--env` flags — and the reply is its standard output. Requests are
+//! batched onto one resident fleet (`warpvisor::serve::Batcher`).
+//!
+//! Replies: 200 with the program's stdout when it exited (header `x-warpvisor-exit-code`,
+//! and `x-warpvisor-stderr-bytes`); 500 naming the trap when it trapped; with `Accept:
+//! application/json`, the jobs runner's result line (`exit_code`, `stdout`, `stderr`, `trap`)
+//! instead. 413 above `--max-request-bytes`, 429 with `Retry-After` when the queue is full,
+//! 504 after `--request-timeout`, 503 while shutting down. `GET /healthz` answers `ok`.
+//! SIGTERM or Ctrl-C stop new connections and answer every accepted request first.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use clap::Args;
+
+use super::run::{parse_dirs, parse_env, program_name};
+use super::{errln, read_file, FleetArgs, MAX_VMS};
+use warpvisor::serve::{BatchOptions, Batcher, Submitted};
+use warpvisor::wasi::program::{result_line, WasiRunConfig};
+use warpvisor::wasi::WasiJob;
+
+/// Arguments of `warpvisor serve`.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The WASI program (.wasm or .wat).
+    module: PathBuf,
+    /// Address to listen on (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// VMs in the fleet: the largest batch.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=MAX_VMS as i64))]
+    vms: u32,
+    /// A batch starts at the latest this many milliseconds after its oldest request arrived.
+    #[arg(long, value_name = "MS", default_value_t = 5)]
+    max_batch_delay: u64,
+    /// Requests that may wait for a batch (default: 4 batches); more get 429.
+    #[arg(long)]
+    queue_depth: Option<usize>,
+    /// Largest request body; larger ones get 413.
+    #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
+    max_request_bytes: usize,
+    /// Seconds a request may wait for its reply; then 504 (the VM runs on until its batch
+    /// ends: bound it with --timeout or --fuel).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
+    request_timeout: f64,
+    /// Environment variable of every VM (repeatable); requests add their own.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Preopen host directory HOST as GUEST for every VM (repeatable).
+    #[arg(long = "dir", value_name = "HOST::GUEST")]
+    dirs: Vec<String>,
+    /// Let calls to imports warpvisor does not provide trap, instead of rejecting the module.
+    #[arg(long)]
+    allow_unknown_imports: bool,
+    #[command(flatten)]
+    fleet: FleetArgs,
+}
+
+struct AppState {
+    batcher: Batcher,
+    env: Vec<(String, String)>,
+    request_timeout: Duration,
+}
+
+/// Runs `warpvisor serve` until SIGTERM or Ctrl-C; returns the exit code.
+pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
+    if !(args.request_timeout > 0.0 && args.request_timeout <= 365.0 * 24.0 * 3600.0) {
+        anyhow::bail!("--request-timeout must be more than 0 and at most a year");
+    }
+    let bytes = read_file(&args.module)?;
+    let (executor, _) = args.fleet.executor()?;
+    let backend = executor.name();
+    let config = WasiRunConfig {
+        fleet: args.fleet.fleet(args.vms),
+        program_name: program_name(&args.module),
+        preopens: parse_dirs(&args.dirs)?,
+        allow_unknown_imports: args.allow_unknown_imports,
+    };
+    let options = BatchOptions {
+        max_batch: args.vms as usize,
+        max_delay: Duration::from_millis(args.max_batch_delay),
+        queue_depth: args.queue_depth.unwrap_or(4 * args.vms as usize).max(1),
+    };
+    let batcher = Batcher::start(executor, bytes, config, options)
+        .with_context(|| format!("starting {}", args.module.display()))?;
+    let state = Arc::new(AppState {
+        batcher,
+        env: parse_env(&args.env)?,
+        request_timeout: Duration::from_secs_f64(args.request_timeout),
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(listen(
+        args.listen,
+        args.max_request_bytes,
+        state.clone(),
+        backend,
+        args.vms,
+    ))?;
+    // Every connection is closed; dropping the batcher answers what is still queued and
+    // waits for its last batch.
+    drop(runtime);
+    drop(state);
+    Ok(0)
+}
+
+async fn listen(
+    addr: SocketAddr,
+    max_request_bytes: usize,
+    state: Arc<AppState>,
+    backend: &str,
+    vms: u32,
+) -> anyhow::Result<()> {
+    let app = Router::new()
+        .route("/", post(handle))
+        .route("/run", post(handle))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .layer(DefaultBodyLimit::max(max_request_bytes))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("listening on {addr}"))?;
+    let bound = listener.local_addr()?;
+    errln!("warpvisor serve: listening on http://{bound} ({backend}, {vms} VMs)");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(stop_signal())
+        .await
+        .context("serving")?;
+    errln!("warpvisor serve: stopped");
+    Ok(())
+}
+
+/// SIGTERM or Ctrl-C.
+async fn stop_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    (status, body).into_response()
+}
+
+async fn handle(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let mut job = WasiJob {
+        args: Vec::new(),
+        env: state.env.clone(),
+        stdin: body.to_vec(),
+    };
+    for (k, v) in query {
+        match k.as_str() {
+            "arg" => job.args.push(v),
+            "env" => match v.split_once('=') {
+                Some((name, value)) => job.env.push((name.to_string(), value.to_string())),
+                None => {
+                    return text(
+                        StatusCode::BAD_REQUEST,
+                        format!("env takes NAME=VALUE, not `{v}`\n"),
+                    )
+                }
+            },
+            other => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown query parameter `{other}` (arg, env)\n"),
+                )
+            }
+        }
+    }
+    let reply = match state.batcher.submit(job) {
+        Submitted::Queued(rx) => rx,
+        Submitted::Full => {
+            let mut r = text(StatusCode::TOO_MANY_REQUESTS, "the queue is full\n".into());
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
+        Submitted::Closed => {
+            return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".into())
+        }
+    };
+    let result = match tokio::time::timeout(state.request_timeout, reply).await {
+        Ok(Ok(Ok(r))) => r,
+        Ok(Ok(Err(e))) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+        Ok(Err(_)) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the batch ended without a reply\n".into(),
+            )
+        }
+        Err(_) => {
+            return text(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "no reply within {:.3} s\n",
+                    state.request_timeout.as_secs_f64()
+                ),
+            )
+        }
+    };
+    let status = if result.trap.is_some() {
+        StatusCode::INTERNAL_SERVER_ERROR
+    } else {
+        StatusCode::OK
+    };
+    let wants_json = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/json"));
+    let mut response = if wants_json {
+        let mut r = (status, format!("{}\n", result_line(0, &result))).into_response();
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        r
+    } else if let Some(trap) = result.trap {
+        text(status, format!("trapped: {trap}\n"))
+    } else {
+        (status, result.stdout).into_response()
+    };
+    let h = response.headers_mut();
+    h.insert("x-warpvisor-exit-code", HeaderValue::from(result.exit_code));
+    h.insert(
+        "x-warpvisor-stderr-bytes",
+        HeaderValue::from(result.stderr.len() as u64),
+    );
+    if let Some(trap) = result.trap {
+        if let Ok(v) = HeaderValue::from_str(&trap.to_string()) {
+            h.insert("x-warpvisor-trap", v);
+        }
+    }
+    response
+}

@@ -1,0 +1,259 @@
+//! Serving a WASI program to a stream of requests (`warpvisor serve`): each request is one job
+//! (stdin, arguments, environment); a [`Batcher`] gathers queued requests into batches — as
+//! many as the fleet has VMs, or whatever arrived within the batch delay of the oldest — and
+//! runs each batch on one fleet that stays allocated between batches (its VMs reset to their
+//! freshly instantiated state before each batch, so no request sees another's bytes). Every
+//! request gets exactly one reply. The HTTP front end is the binary's (`cli/serve.rs`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use crate::backend::wasmtime::WasiSetup;
+use crate::runner::{Executor, RunError};
+use crate::vmm::{Program, VmmError};
+use crate::wasi::program::{JobResult, WasiFleet, WasiRunConfig};
+use crate::wasi::WasiJob;
+
+/// How requests become batches.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchOptions {
+    /// Most requests per batch (the fleet's VMs).
+    pub max_batch: usize,
+    /// A batch starts at the latest this long after its oldest request arrived.
+    pub max_delay: Duration,
+    /// Requests that may wait for a batch; more are refused ([`Submitted::Full`]).
+    pub queue_depth: usize,
+}
+
+/// What a request gets back: its job's result, or why its batch could not run.
+pub type Reply = Result<JobResult, String>;
+
+/// The outcome of [`Batcher::submit`].
+#[derive(Debug)]
+pub enum Submitted {
+    /// Queued: the reply arrives here.
+    Queued(oneshot::Receiver<Reply>),
+    /// The queue is full: try again later.
+    Full,
+    /// The batcher has stopped.
+    Closed,
+}
+
+/// Counters of a running batcher.
+#[derive(Debug, Default)]
+pub struct BatcherStats {
+    /// Batches run.
+    pub batches: AtomicU64,
+    /// Requests answered with a result.
+    pub served: AtomicU64,
+    /// Requests dropped before their batch ran because their client stopped waiting.
+    pub abandoned: AtomicU64,
+    /// Requests refused because the queue was full.
+    pub refused: AtomicU64,
+}
+
+struct Pending {
+    job: WasiJob,
+    arrived: Instant,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// A queue of requests in front of one fleet (or a wasmtime pool) on a thread of its own.
+pub struct Batcher {
+    queue: Option<SyncSender<Pending>>,
+    worker: Option<JoinHandle<()>>,
+    stats: Arc<BatcherStats>,
+}
+
+impl Batcher {
+    /// Compiles `wasm` for `executor`, creates its fleet of `options.max_batch` VMs, and
+    /// starts serving; returns once the fleet is ready (or with the error that prevented it).
+    pub fn start(
+        executor: Executor,
+        wasm: Vec<u8>,
+        config: WasiRunConfig,
+        options: BatchOptions,
+    ) -> Result<Self, RunError> {
+        let (queue, requests) = mpsc::sync_channel::<Pending>(options.queue_depth.max(1));
+        let (ready_tx, ready) = mpsc::channel::<Result<(), RunError>>();
+        let stats = Arc::new(BatcherStats::default());
+        let counters = stats.clone();
+        let worker = std::thread::Builder::new()
+            .name("warpvisor-batcher".into())
+            .spawn(move || {
+                serve_on(
+                    executor, &wasm, &config, options, requests, ready_tx, &counters,
+                )
+            })
+            .map_err(|e| VmmError::Limit(format!("cannot start the batcher thread: {e}")))?;
+        match ready.recv() {
+            Ok(Ok(())) => Ok(Batcher {
+                queue: Some(queue),
+                worker: Some(worker),
+                stats,
+            }),
+            Ok(Err(e)) => {
+                let _ = worker.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = worker.join();
+                Err(VmmError::Limit("the batcher thread stopped while starting".into()).into())
+            }
+        }
+    }
+
+    /// Queues `job` unless the queue is full.
+    pub fn submit(&self, job: WasiJob) -> Submitted {
+        let Some(queue) = &self.queue else {
+            return Submitted::Closed;
+        };
+        let (reply, rx) = oneshot::channel();
+        let pending = Pending {
+            job,
+            arrived: Instant::now(),
+            reply,
+        };
+        match queue.try_send(pending) {
+            Ok(()) => Submitted::Queued(rx),
+            Err(TrySendError::Full(_)) => {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                Submitted::Full
+            }
+            Err(TrySendError::Disconnected(_)) => Submitted::Closed,
+        }
+    }
+
+    /// The batcher's counters.
+    pub fn stats(&self) -> &BatcherStats {
+        &self.stats
+    }
+
+    /// Stops taking requests, answers every queued one, and waits for the last batch.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.queue = None;
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The batcher thread: builds the executor's batch runner, reports readiness, then serves.
+fn serve_on(
+    executor: Executor,
+    wasm: &[u8],
+    config: &WasiRunConfig,
+    options: BatchOptions,
+    requests: mpsc::Receiver<Pending>,
+    ready: mpsc::Sender<Result<(), RunError>>,
+    stats: &BatcherStats,
+) {
+    match executor {
+        Executor::Fleet { backend, kernel } => {
+            let built = Program::compile_with_progress(wasm, &kernel, backend.as_ref(), &|_, _| {})
+                .and_then(|program| {
+                    let mut config = config.clone();
+                    config.fleet.num_vms = options.max_batch as u32;
+                    WasiFleet::new(Arc::new(program), &config)
+                });
+            let mut fleet = match built {
+                Ok(f) => f,
+                Err(e) => {
+                    let _ = ready.send(Err(e.into()));
+                    return;
+                }
+            };
+            let _ = ready.send(Ok(()));
+            let mut run = |jobs: &[WasiJob]| fleet.run_batch(jobs).map_err(|e| e.to_string());
+            serve_batches(&mut run, options, &requests, stats);
+        }
+        Executor::Wasmtime(w) => {
+            let setup = WasiSetup {
+                program_name: config.program_name.clone(),
+                preopens: config.preopens.clone(),
+                allow_unknown_imports: config.allow_unknown_imports,
+                max_memory_pages: config.fleet.max_memory_pages,
+            };
+            let prepared = crate::frontend::to_binary(wasm)
+                .map_err(|e| RunError::from(VmmError::from(e)))
+                .and_then(|binary| w.prepare_wasi(&binary, &setup).map_err(RunError::from));
+            let program = match prepared {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = ready.send(Err(e));
+                    return;
+                }
+            };
+            let _ = ready.send(Ok(()));
+            let mut run = |jobs: &[WasiJob]| Ok(w.run_pool(jobs.len(), |i| program.run(&jobs[i])));
+            serve_batches(&mut run, options, &requests, stats);
+        }
+    }
+}
+
+/// Runs one batch of jobs, one per VM: their results in order, or why the batch failed.
+type BatchRunner<'a> = dyn FnMut(&[WasiJob]) -> Result<Vec<JobResult>, String> + 'a;
+
+/// Forms batches from `requests` until every sender is gone and the queue is empty.
+fn serve_batches(
+    run: &mut BatchRunner<'_>,
+    options: BatchOptions,
+    requests: &mpsc::Receiver<Pending>,
+    stats: &BatcherStats,
+) {
+    let max = options.max_batch.max(1);
+    while let Ok(first) = requests.recv() {
+        let deadline = first.arrived + options.max_delay;
+        let mut batch = vec![first];
+        while batch.len() < max {
+            match requests.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(p) => batch.push(p),
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        // A request whose client stopped waiting (timed out, disconnected) takes no VM.
+        let before = batch.len();
+        batch.retain(|p| !p.reply.is_closed());
+        stats
+            .abandoned
+            .fetch_add((before - batch.len()) as u64, Ordering::Relaxed);
+        if batch.is_empty() {
+            continue;
+        }
+        let jobs: Vec<WasiJob> = batch
+            .iter_mut()
+            .map(|p| std::mem::take(&mut p.job))
+            .collect();
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        match run(&jobs) {
+            Ok(results) => {
+                stats
+                    .served
+                    .fetch_add(results.len() as u64, Ordering::Relaxed);
+                for (p, r) in batch.into_iter().zip(results) {
+                    let _ = p.reply.send(Ok(r));
+                }
+            }
+            Err(e) => {
+                for p in batch {
+                    let _ = p.reply.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! `warpvisor serve` over real HTTP on loopback: each request its own reply, traps and exit
+//! codes, the JSON envelope, and the limits (413, 429 with Retry-After, 504), and a clean stop
+//! on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Reads stdin; `!` first traps, `~` first loops (yielding) until stopped, `#` first exits 7
+/// after the echo; anything else is echoed to stdout, with "e" on stderr.
+const GUEST: &str = r#"
+(module
+  (import "wasi_snapshot_preview1" "fd_read" (func $fd_read (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func $proc_exit (param i32)))
+  (import "wasi_snapshot_preview1" "sched_yield" (func $yield (result i32)))
+  (memory (export "memory") 2)
+  (func (export "_start")
+    (local $len i32) (local $n i32)
+    (block $eof
+      (loop $more
+        (i32.store (i32.const 0) (i32.add (i32.const 1024) (local.get $len)))
+        (i32.store (i32.const 4) (i32.sub (i32.const 64512) (local.get $len)))
+        (br_if $eof (call $fd_read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
+        (local.set $n (i32.load (i32.const 8)))
+        (br_if $eof (i32.eqz (local.get $n)))
+        (local.set $len (i32.add (local.get $len) (local.get $n)))
+        (br $more)))
+    (if (i32.eq (i32.load8_u (i32.const 1024)) (i32.const 33)) (then unreachable))
+    (if (i32.eq (i32.load8_u (i32.const 1024)) (i32.const 126))
+      (then (loop $forever (drop (call $yield)) (br $forever))))
+    (i32.store (i32.const 0) (i32.const 1024))
+    (i32.store (i32.const 4) (local.get $len))
+    (drop (call $fd_write (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8)))
+    (i32.store8 (i32.const 16) (i32.const 101))
+    (i32.store (i32.const 0) (i32.const 16))
+    (i32.store (i32.const 4) (i32.const 1))
+    (drop (call $fd_write (i32.const 2) (i32.const 0) (i32.const 1) (i32.const 8)))
+    (if (i32.eq (i32.load8_u (i32.const 1024)) (i32.const 35))
+      (then (call $proc_exit (i32.const 7))))))
+"#;
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let guest = dir.join("serve-guest.wat");
+        std::fs::write(&guest, GUEST).expect("guest written");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_warpvisor"))
+            .arg("serve")
+            .arg(&guest)
+            .args(["--backend", "cpu", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("warpvisor serve starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let addr = loop {
+            match lines.next() {
+                Some(Ok(l)) => {
+                    if let Some(rest) = l.split("listening on http://").nth(1) {
+                        break rest
+                            .split_whitespace()
+                            .next()
+                            .unwrap_or_default()
+                            .to_string();
+                    }
+                }
+                other => panic!("serve did not start: {other:?}"),
+            }
+        };
+        // Keep draining stderr so the server never blocks on it.
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, addr }
+    }
+
+    /// Sends one request; returns status, headers (lower-case names) and body.
+    fn request(&self, method: &str, path: &str, body: &[u8], json: bool) -> Reply {
+        let mut s = TcpStream::connect(&self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(120))).ok();
+        let accept = if json {
+            "Accept: application/json\r\n"
+        } else {
+            ""
+        };
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n{accept}Connection: close\r\n\r\n",
+            self.addr,
+            body.len()
+        );
+        s.write_all(head.as_bytes()).expect("write head");
+        // The server may answer (413) before reading a large body and close.
+        let _ = s.write_all(body);
+        let mut raw = Vec::new();
+        let _ = s.read_to_end(&mut raw);
+        Reply::parse(&raw)
+    }
+
+    fn post(&self, body: &[u8]) -> Reply {
+        self.request("POST", "/run", body, false)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn parse(raw: &[u8]) -> Reply {
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(raw)));
+        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+            .expect("status line");
+        let headers: Vec<(String, String)> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let mut body = raw[split + 4..].to_vec();
+        if headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"))
+        {
+            body = dechunk(&body);
+        }
+        Reply {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(end) = b.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size =
+            usize::from_str_radix(String::from_utf8_lossy(&b[..end]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[end + 2..end + 2 + size]);
+        b = &b[end + 2 + size + 2..];
+    }
+}
+
+#[test]
+fn every_request_gets_its_own_output_exit_code_or_trap() {
+    let server = Server::start(&[
+        "--vms",
+        "8",
+        "--queue-depth",
+        "64",
+        "--max-batch-delay",
+        "2",
+    ]);
+    // 64 concurrent requests over a fleet of 8: batches of whatever arrived together.
+    std::thread::scope(|s| {
+        for i in 0..64 {
+            let server = &server;
+            s.spawn(move || {
+                let body = format!("request {i}: {}", "x".repeat(i * 97));
+                let r = server.post(body.as_bytes());
+                assert_eq!(r.status, 200, "request {i}: {r:?}");
+                assert_eq!(r.body, body.as_bytes(), "request {i}");
+                assert_eq!(r.header("x-warpvisor-exit-code"), Some("0"));
+                assert_eq!(r.header("x-warpvisor-stderr-bytes"), Some("1"));
+            });
+        }
+    });
+    let trapped = server.post(b"! trap please");
+    assert_eq!(trapped.status, 500);
+    assert_eq!(trapped.header("x-warpvisor-trap"), Some("unreachable"));
+    assert_eq!(trapped.body, b"trapped: unreachable\n");
+    let exited = server.post(b"# exit 7");
+    assert_eq!(exited.status, 200);
+    assert_eq!(exited.header("x-warpvisor-exit-code"), Some("7"));
+    assert_eq!(exited.body, b"# exit 7");
+    // The JSON envelope is the jobs runner's result line.
+    let json = server.request("POST", "/run", b"hello", true);
+    assert_eq!(json.status, 200);
+    assert_eq!(json.header("content-type"), Some("application/json"));
+    assert_eq!(
+        String::from_utf8_lossy(&json.body).trim(),
+        r#"{"job": 0, "exit_code": 0, "stdout": "hello", "stderr": "e", "trap": null}"#
+    );
+    // A VM that trapped is reset: the next request on the fleet is served.
+    assert_eq!(server.post(b"after").body, b"after");
+    let bad = server.request("POST", "/run?colour=red", b"", false);
+    assert_eq!(bad.status, 400);
+    assert_eq!(server.request("GET", "/healthz", b"", false).body, b"ok\n");
+}
+
+#[test]
+fn limits_give_413_429_and_504_and_the_server_keeps_serving() {
+    // One VM, one queued request; a looping guest holds the VM until --timeout stops it.
+    let server = Server::start(&[
+        "--vms",
+        "1",
+        "--queue-depth",
+        "1",
+        "--max-request-bytes",
+        "1000",
+        "--request-timeout",
+        "1",
+        "--timeout",
+        "3",
+        "--max-batch-delay",
+        "0",
+    ]);
+    assert_eq!(server.post(&[b'a'; 2000]).status, 413);
+    assert_eq!(server.post(&[b'a'; 900]).status, 200);
+    let statuses: Vec<Reply> = std::thread::scope(|s| {
+        let looping = s.spawn(|| server.post(b"~ loop"));
+        std::thread::sleep(Duration::from_millis(300));
+        let others: Vec<_> = (0..8)
+            .map(|i| {
+                let server = &server;
+                s.spawn(move || server.post(format!("waiting {i}").as_bytes()))
+            })
+            .collect();
+        let mut all = vec![looping.join().expect("looping request")];
+        all.extend(others.into_iter().map(|h| h.join().expect("request")));
+        all
+    });
+    // The looping request outlives its request timeout.
+    assert_eq!(statuses[0].status, 504, "{:?}", statuses[0]);
+    let refused: Vec<&Reply> = statuses[1..].iter().filter(|r| r.status == 429).collect();
+    assert!(refused.len() >= 6, "{statuses:?}");
+    assert!(refused.iter().all(|r| r.header("retry-after") == Some("1")));
+    // Once the loop is stopped, the VM serves again.
+    let mut later = server.post(b"later");
+    for _ in 0..30 {
+        if later.status == 200 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        later = server.post(b"later");
+    }
+    assert_eq!((later.status, later.body.as_slice()), (200, &b"later"[..]));
+}
+
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_the_server_cleanly() {
+    let mut server = Server::start(&["--vms", "2"]);
+    assert_eq!(server.post(b"one").body, b"one");
+    let pid = server.child.id() as libc::pid_t;
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = server.child.wait().expect("server exits");
+    assert!(status.success(), "{status:?}");
+}
