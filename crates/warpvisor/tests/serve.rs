@@ -223,6 +223,17 @@ fn every_request_gets_its_own_output_exit_code_or_trap() {
     let bad = server.request("POST", "/run?colour=red", b"", false);
     assert_eq!(bad.status, 400);
     assert_eq!(server.request("GET", "/healthz", b"", false).body, b"ok\n");
+    // Every request so far was served: 64 + trap + exit + JSON + after.
+    let metrics = String::from_utf8(server.request("GET", "/metrics", b"", false).body)
+        .expect("metrics are text");
+    assert!(
+        metrics.contains("warpvisor_requests_served_total 68\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("warpvisor_requests_refused_total 0\n"),
+        "{metrics}"
+    );
 }
 
 #[test]
@@ -262,6 +273,10 @@ fn limits_give_413_429_and_504_and_the_server_keeps_serving() {
     let refused: Vec<&Reply> = statuses[1..].iter().filter(|r| r.status == 429).collect();
     assert!(refused.len() >= 6, "{statuses:?}");
     assert!(refused.iter().all(|r| r.header("retry-after") == Some("1")));
+    let metrics = String::from_utf8(server.request("GET", "/metrics", b"", false).body)
+        .expect("metrics are text");
+    let refused_count = format!("warpvisor_requests_refused_total {}\n", refused.len());
+    assert!(metrics.contains(&refused_count), "{metrics}");
     // Once the loop is stopped, the VM serves again.
     let mut later = server.post(b"later");
     for _ in 0..30 {

@@ -7,11 +7,13 @@
 //! and `x-warpvisor-stderr-bytes`); 500 naming the trap when it trapped; with `Accept:
 //! application/json`, the jobs runner's result line (`exit_code`, `stdout`, `stderr`, `trap`)
 //! instead. 413 above `--max-request-bytes`, 429 with `Retry-After` when the queue is full,
-//! 504 after `--request-timeout`, 503 while shutting down. `GET /healthz` answers `ok`.
+//! 504 after `--request-timeout`, 503 while shutting down. `GET /healthz` answers `ok`;
+//! `GET /metrics` gives the batcher's counters in Prometheus' text format.
 //! SIGTERM or Ctrl-C stop new connections and answer every accepted request first.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -128,6 +130,7 @@ async fn listen(
         .route("/", post(handle))
         .route("/run", post(handle))
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(max_request_bytes))
         .with_state(state);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -163,6 +166,43 @@ async fn stop_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
+}
+
+/// Counters in Prometheus' text format.
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let s = state.batcher.stats();
+    let counter = |name: &str, help: &str, v: u64| {
+        format!("# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}\n")
+    };
+    let body = [
+        counter(
+            "warpvisor_batches_total",
+            "Batches run.",
+            s.batches.load(Ordering::Relaxed),
+        ),
+        counter(
+            "warpvisor_requests_served_total",
+            "Requests answered with their job's result.",
+            s.served.load(Ordering::Relaxed),
+        ),
+        counter(
+            "warpvisor_requests_abandoned_total",
+            "Requests dropped before their batch because the client stopped waiting.",
+            s.abandoned.load(Ordering::Relaxed),
+        ),
+        counter(
+            "warpvisor_requests_refused_total",
+            "Requests refused with 429 because the queue was full.",
+            s.refused.load(Ordering::Relaxed),
+        ),
+    ]
+    .concat();
+    let mut r = (StatusCode::OK, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
 }
 
 fn text(status: StatusCode, body: String) -> Response {
