@@ -180,12 +180,7 @@ impl Executor {
                 Ok((results, stats))
             }
             Executor::Wasmtime(w) => {
-                let setup = WasiSetup {
-                    program_name: config.program_name.clone(),
-                    preopens: config.preopens.clone(),
-                    allow_unknown_imports: config.allow_unknown_imports,
-                    max_memory_pages: config.fleet.max_memory_pages,
-                };
+                let setup = WasiSetup::from(config);
                 let binary = crate::frontend::to_binary(wasm).map_err(VmmError::from)?;
                 let (results, translate) = w.run_wasi(&binary, &setup, jobs)?;
                 let wall = start.elapsed();

@@ -183,12 +183,7 @@ fn serve_on(
             serve_batches(&mut run, options, &requests, stats);
         }
         Executor::Wasmtime(w) => {
-            let setup = WasiSetup {
-                program_name: config.program_name.clone(),
-                preopens: config.preopens.clone(),
-                allow_unknown_imports: config.allow_unknown_imports,
-                max_memory_pages: config.fleet.max_memory_pages,
-            };
+            let setup = WasiSetup::from(config);
             let prepared = crate::frontend::to_binary(wasm)
                 .map_err(|e| RunError::from(VmmError::from(e)))
                 .and_then(|binary| w.prepare_wasi(&binary, &setup).map_err(RunError::from));

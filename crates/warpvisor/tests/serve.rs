@@ -47,15 +47,23 @@ struct Server {
     addr: String,
 }
 
+fn guest_file() -> PathBuf {
+    let guest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-guest.wat");
+    std::fs::write(&guest, GUEST).expect("guest written");
+    guest
+}
+
 impl Server {
+    /// `warpvisor serve` of the guest on `cpu` with `extra` flags.
     fn start(extra: &[&str]) -> Server {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let guest = dir.join("serve-guest.wat");
-        std::fs::write(&guest, GUEST).expect("guest written");
+        Server::start_on("cpu", extra)
+    }
+
+    fn start_on(backend: &str, extra: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_warpvisor"))
             .arg("serve")
-            .arg(&guest)
-            .args(["--backend", "cpu", "--listen", "127.0.0.1:0"])
+            .arg(guest_file())
+            .args(["--backend", backend, "--listen", "127.0.0.1:0"])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -234,6 +242,37 @@ fn every_request_gets_its_own_output_exit_code_or_trap() {
         metrics.contains("warpvisor_requests_refused_total 0\n"),
         "{metrics}"
     );
+}
+
+/// The result line `warpvisor run --jobs` prints for one job with `stdin` on `backend`.
+fn jobs_runner_line(backend: &str, stdin: &str) -> String {
+    let jobs =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-jobs-{backend}.jsonl"));
+    std::fs::write(&jobs, format!("{{\"stdin\": {stdin:?}}}\n")).expect("jobs written");
+    let out = Command::new(env!("CARGO_BIN_EXE_warpvisor"))
+        .arg("run")
+        .arg(guest_file())
+        .args(["--backend", backend, "--jobs"])
+        .arg(&jobs)
+        .output()
+        .expect("warpvisor run");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn served_replies_equal_the_jobs_runner_on_cpu_and_wasmtime() {
+    for backend in ["cpu", "wasmtime"] {
+        let server = Server::start_on(backend, &["--vms", "4"]);
+        for stdin in ["hello", "# seven", "! trap", ""] {
+            let served = server.request("POST", "/run", stdin.as_bytes(), true);
+            assert_eq!(
+                String::from_utf8_lossy(&served.body).trim(),
+                jobs_runner_line(backend, stdin),
+                "{backend}, stdin {stdin:?}"
+            );
+        }
+    }
 }
 
 #[test]

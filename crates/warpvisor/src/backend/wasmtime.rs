@@ -15,7 +15,7 @@ use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 use crate::vmm::{Outcome, TrapKind, Value};
-use crate::wasi::program::{JobResult, TRAP_EXIT_CODE};
+use crate::wasi::program::{JobResult, WasiRunConfig, TRAP_EXIT_CODE};
 use crate::wasi::WasiJob;
 
 /// Most bytes kept of one instance's stdout or stderr: the fleets' limit.
@@ -54,6 +54,18 @@ pub struct WasiSetup {
     pub allow_unknown_imports: bool,
     /// Most 64 KiB pages an instance's memory may grow to.
     pub max_memory_pages: u32,
+}
+
+impl From<&WasiRunConfig> for WasiSetup {
+    /// What of a fleet's WASI settings applies to wasmtime instances.
+    fn from(config: &WasiRunConfig) -> Self {
+        WasiSetup {
+            program_name: config.program_name.clone(),
+            preopens: config.preopens.clone(),
+            allow_unknown_imports: config.allow_unknown_imports,
+            max_memory_pages: config.fleet.max_memory_pages,
+        }
+    }
 }
 
 /// The wasmtime backend: one engine; modules compiled once and instantiated per job.

@@ -23,15 +23,8 @@ pub struct RunArgs {
     /// Exported function to run; without it the module is a WASI program and `_start` runs.
     #[arg(long)]
     invoke: Option<String>,
-    /// Environment variable of every WASI VM (repeatable); job lines add their own.
-    #[arg(long = "env", value_name = "NAME=VALUE")]
-    env: Vec<String>,
-    /// Preopen host directory HOST as GUEST for every WASI VM (repeatable); VMs cannot leave it.
-    #[arg(long = "dir", value_name = "HOST::GUEST")]
-    dirs: Vec<String>,
-    /// Let calls to imports warpvisor does not provide trap, instead of rejecting the module.
-    #[arg(long)]
-    allow_unknown_imports: bool,
+    #[command(flatten)]
+    wasi: WasiArgs,
     /// VMs in the fleet, 1 to 1048576; with more jobs, jobs run in successive batches.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_VMS as i64))]
     vms: u32,
@@ -52,6 +45,20 @@ pub struct RunArgs {
     /// Arguments of the function (without --jobs: every VM gets these).
     #[arg(last = true)]
     args: Vec<String>,
+}
+
+/// The flags of a WASI program's VMs (`run` and `serve`).
+#[derive(Args)]
+pub(super) struct WasiArgs {
+    /// Environment variable of every WASI VM (repeatable); job lines and requests add their own.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// Preopen host directory HOST as GUEST for every WASI VM (repeatable); VMs cannot leave it.
+    #[arg(long = "dir", value_name = "HOST::GUEST")]
+    pub dirs: Vec<String>,
+    /// Let calls to imports warpvisor does not provide trap, instead of rejecting the module.
+    #[arg(long)]
+    pub allow_unknown_imports: bool,
 }
 
 /// Runs `warpvisor run`; returns the exit code.
@@ -151,8 +158,8 @@ fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
 
 /// `run` of a WASI program: `_start` on every VM, one job each.
 fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result<i32> {
-    let env = parse_env(&args.env)?;
-    let preopens = parse_dirs(&args.dirs)?;
+    let env = parse_env(&args.wasi.env)?;
+    let preopens = parse_dirs(&args.wasi.dirs)?;
     let jobs: Vec<WasiJob> = match &args.jobs {
         Some(path) => read_lines(path)?
             .into_iter()
@@ -179,7 +186,7 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
         fleet: args.fleet.fleet(args.vms),
         program_name: name,
         preopens,
-        allow_unknown_imports: args.allow_unknown_imports,
+        allow_unknown_imports: args.wasi.allow_unknown_imports,
     };
     let progress = CompileProgress::new(executor.name());
     let start = Instant::now();

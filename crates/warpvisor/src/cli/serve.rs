@@ -26,7 +26,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use clap::Args;
 
-use super::run::{parse_dirs, parse_env, program_name};
+use super::run::{parse_dirs, parse_env, program_name, WasiArgs};
 use super::{errln, read_file, FleetArgs, MAX_VMS};
 use warpvisor::serve::{BatchOptions, Batcher, Submitted};
 use warpvisor::wasi::program::{result_line, WasiRunConfig};
@@ -56,15 +56,8 @@ pub struct ServeArgs {
     /// ends: bound it with --timeout or --fuel).
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     request_timeout: f64,
-    /// Environment variable of every VM (repeatable); requests add their own.
-    #[arg(long = "env", value_name = "NAME=VALUE")]
-    env: Vec<String>,
-    /// Preopen host directory HOST as GUEST for every VM (repeatable).
-    #[arg(long = "dir", value_name = "HOST::GUEST")]
-    dirs: Vec<String>,
-    /// Let calls to imports warpvisor does not provide trap, instead of rejecting the module.
-    #[arg(long)]
-    allow_unknown_imports: bool,
+    #[command(flatten)]
+    wasi: WasiArgs,
     #[command(flatten)]
     fleet: FleetArgs,
 }
@@ -86,8 +79,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let config = WasiRunConfig {
         fleet: args.fleet.fleet(args.vms),
         program_name: program_name(&args.module),
-        preopens: parse_dirs(&args.dirs)?,
-        allow_unknown_imports: args.allow_unknown_imports,
+        preopens: parse_dirs(&args.wasi.dirs)?,
+        allow_unknown_imports: args.wasi.allow_unknown_imports,
     };
     let options = BatchOptions {
         max_batch: args.vms as usize,
@@ -98,7 +91,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("starting {}", args.module.display()))?;
     let state = Arc::new(AppState {
         batcher,
-        env: parse_env(&args.env)?,
+        env: parse_env(&args.wasi.env)?,
         request_timeout: Duration::from_secs_f64(args.request_timeout),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
