@@ -328,6 +328,21 @@ fn limits_give_413_429_and_504_and_the_server_keeps_serving() {
     assert_eq!((later.status, later.body.as_slice()), (200, &b"later"[..]));
 }
 
+#[test]
+fn a_module_that_cannot_load_is_an_error_before_listening() {
+    let bad = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-bad.wat");
+    std::fs::write(&bad, "(module (func (export \"_start\") i32.add))").expect("written");
+    let out = Command::new(env!("CARGO_BIN_EXE_warpvisor"))
+        .args(["serve", "--backend", "cpu", "--listen", "127.0.0.1:0"])
+        .arg(&bad)
+        .output()
+        .expect("warpvisor serve");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("serve-bad.wat"), "{stderr}");
+    assert!(!stderr.contains("listening"), "{stderr}");
+}
+
 #[cfg(unix)]
 #[test]
 fn sigterm_stops_the_server_cleanly() {
