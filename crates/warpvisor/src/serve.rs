@@ -165,13 +165,12 @@ fn serve_on(
 ) {
     match executor {
         Executor::Fleet { backend, kernel } => {
+            let mut config = config.clone();
+            config.fleet.num_vms = options.max_batch as u32;
             let built = Program::compile_with_progress(wasm, &kernel, backend.as_ref(), &|_, _| {})
-                .and_then(|program| {
-                    let mut config = config.clone();
-                    config.fleet.num_vms = options.max_batch as u32;
-                    WasiFleet::new(Arc::new(program), &config)
-                });
-            let mut fleet = match built {
+                .map(Arc::new)
+                .and_then(|program| Ok((WasiFleet::new(program.clone(), &config)?, program)));
+            let (fleet, program) = match built {
                 Ok(f) => f,
                 Err(e) => {
                     let _ = ready.send(Err(e.into()));
@@ -179,7 +178,18 @@ fn serve_on(
                 }
             };
             let _ = ready.send(Ok(()));
-            let mut run = |jobs: &[WasiJob]| fleet.run_batch(jobs).map_err(|e| e.to_string());
+            // A batch that fails as a whole (the device, not a guest: guests' traps are
+            // results) leaves the fleet in an unknown state: the next batch gets a new one.
+            let mut fleet = Some(fleet);
+            let mut run = |jobs: &[WasiJob]| {
+                let mut current = match fleet.take() {
+                    Some(f) => f,
+                    None => WasiFleet::new(program.clone(), &config).map_err(|e| e.to_string())?,
+                };
+                let results = current.run_batch(jobs).map_err(|e| e.to_string())?;
+                fleet = Some(current);
+                Ok(results)
+            };
             serve_batches(&mut run, options, &requests, stats);
         }
         Executor::Wasmtime(w) => {
