@@ -309,6 +309,26 @@ fn corpus_kernels_give_the_same_results_under_emulation() {
             scalars: vec![],
         });
     }
+    // 2-D blocks with lanes returning early at the ragged edges.
+    let n = 50usize;
+    let m = || {
+        Some(to_bytes(
+            &xorshift(n * n, 7)
+                .iter()
+                .map(|&x| (x % 10) as f32)
+                .collect::<Vec<_>>(),
+            f32::to_le_bytes,
+        ))
+    };
+    cases.push(Case {
+        program: "corpus",
+        kernel: "matrix_mul_naive",
+        grid: Dim3::new(4, 4, 1),
+        block: Dim3::new(16, 16, 1),
+        shared: 0,
+        buffers: vec![(m(), 0), (m(), 0), (None, n * n * 4)],
+        scalars: vec![n as i32],
+    });
     for case in &cases {
         let fused = outputs(program(case.program), case);
         let before = simt_program(case.program)
