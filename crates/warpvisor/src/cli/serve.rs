@@ -4,10 +4,12 @@
 //! batched onto one resident fleet (`warpvisor::serve::Batcher`).
 //!
 //! Replies: 200 with the program's stdout when it exited (header `x-warpvisor-exit-code`,
-//! and `x-warpvisor-stderr-bytes`); 500 naming the trap when it trapped; with `Accept:
+//! and `x-warpvisor-stderr-bytes`); 500 naming the trap when it trapped (504 for the trap
+//! `timeout`); with `Accept:
 //! application/json`, the jobs runner's result line (`exit_code`, `stdout`, `stderr`, `trap`)
 //! instead. 413 above `--max-request-bytes`, 429 with `Retry-After` when the queue is full,
-//! 504 after `--request-timeout`, 503 while shutting down. `GET /healthz` answers `ok`;
+//! 504 after `--request-timeout` (which also stops the VM, unless `--timeout` says
+//! otherwise), 503 while shutting down. `GET /healthz` answers `ok`;
 //! `GET /metrics` gives the batcher's counters in Prometheus' text format.
 //! SIGTERM or Ctrl-C stop new connections and answer every accepted request first.
 
@@ -29,6 +31,7 @@ use clap::Args;
 use super::run::{parse_dirs, parse_env, program_name, WasiArgs};
 use super::{errln, read_file, FleetArgs, MAX_VMS};
 use warpvisor::serve::{BatchOptions, Batcher, Submitted};
+use warpvisor::vmm::TrapKind;
 use warpvisor::wasi::program::{result_line, WasiRunConfig};
 use warpvisor::wasi::WasiJob;
 
@@ -52,8 +55,9 @@ pub struct ServeArgs {
     /// Largest request body; larger ones get 413.
     #[arg(long, value_name = "BYTES", default_value_t = 16 << 20)]
     max_request_bytes: usize,
-    /// Seconds a request may wait for its reply; then 504 (the VM runs on until its batch
-    /// ends: bound it with --timeout or --fuel).
+    /// Seconds a request may wait for its reply; then 504. Without --timeout, a VM still
+    /// running this long after its batch started is stopped (`timeout`; checked between
+    /// launches and hypercalls: use --fuel for guests that loop without system calls).
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     request_timeout: f64,
     #[command(flatten)]
@@ -69,9 +73,14 @@ struct AppState {
 }
 
 /// Runs `warpvisor serve` until SIGTERM or Ctrl-C; returns the exit code.
-pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
+pub fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
     if !(args.request_timeout > 0.0 && args.request_timeout <= 365.0 * 24.0 * 3600.0) {
         anyhow::bail!("--request-timeout must be more than 0 and at most a year");
+    }
+    // A VM whose client has been answered 504 should not hold the fleet: without --timeout,
+    // VMs are stopped once their batch has run for the request timeout.
+    if args.fleet.timeout.is_none() {
+        args.fleet.timeout = Some(Duration::from_secs_f64(args.request_timeout));
     }
     let bytes = read_file(&args.module)?;
     let (executor, _) = args.fleet.executor()?;
@@ -264,10 +273,12 @@ async fn handle(
             )
         }
     };
-    let status = if result.trap.is_some() {
-        StatusCode::INTERNAL_SERVER_ERROR
-    } else {
-        StatusCode::OK
+    // A VM stopped by the clock did not finish in time, like a request that timed out
+    // waiting; any other trap is the program's failure.
+    let status = match result.trap {
+        None => StatusCode::OK,
+        Some(TrapKind::Timeout) => StatusCode::GATEWAY_TIMEOUT,
+        Some(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let wants_json = headers
         .get(header::ACCEPT)
