@@ -242,6 +242,28 @@ fn every_request_gets_its_own_output_exit_code_or_trap() {
         metrics.contains("warpvisor_requests_refused_total 0\n"),
         "{metrics}"
     );
+    // The OpenAPI description names every route and every status the server answers with.
+    let api = server.request("GET", "/openapi.json", b"", false);
+    let api: serde_json::Value = serde_json::from_slice(&api.body).expect("OpenAPI is JSON");
+    assert!(api["openapi"].as_str().is_some_and(|v| v.starts_with("3.")));
+    for (path, method) in [
+        ("/run", "post"),
+        ("/", "post"),
+        ("/healthz", "get"),
+        ("/metrics", "get"),
+        ("/openapi.json", "get"),
+    ] {
+        assert!(
+            api["paths"][path][method]["responses"].is_object(),
+            "{path} {method}"
+        );
+    }
+    for status in ["200", "400", "413", "429", "500", "503", "504"] {
+        assert!(
+            api["paths"]["/run"]["post"]["responses"][status].is_object(),
+            "{status}"
+        );
+    }
 }
 
 /// The result line `warpvisor run --jobs` prints for one job with `stdin` on `backend`.

@@ -10,7 +10,8 @@
 //! instead. 413 above `--max-request-bytes`, 429 with `Retry-After` when the queue is full,
 //! 504 after `--request-timeout` (which also stops the VM, unless `--timeout` says
 //! otherwise), 503 while shutting down. `GET /healthz` answers `ok`;
-//! `GET /metrics` gives the batcher's counters in Prometheus' text format.
+//! `GET /metrics` gives the batcher's counters in Prometheus' text format, `GET /openapi.json`
+//! this interface in OpenAPI 3 (`serve_openapi.json`).
 //! SIGTERM or Ctrl-C stop new connections and answer every accepted request first.
 
 use std::net::SocketAddr;
@@ -133,6 +134,7 @@ async fn listen(
         .route("/run", post(handle))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
         .layer(DefaultBodyLimit::max(max_request_bytes))
         .with_state(state);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -168,6 +170,18 @@ async fn stop_signal() {
         _ = ctrl_c => {},
         _ = term => {},
     }
+}
+
+/// The HTTP interface in OpenAPI 3.
+const OPENAPI: &str = include_str!("serve_openapi.json");
+
+async fn openapi() -> Response {
+    let mut r = (StatusCode::OK, OPENAPI).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 /// Counters in Prometheus' text format.
