@@ -283,6 +283,7 @@ impl PtxRuntime {
                 info: k.clone(),
                 cta,
                 spill_bytes,
+                frame_stack: source.has_device_functions,
             });
         }
         let mut globals = Vec::new();
@@ -411,6 +412,8 @@ struct LoadedKernel {
     info: KernelInfo,
     cta: CtaFn,
     spill_bytes: u64,
+    /// Whether CTAs need the device functions' frame stack.
+    frame_stack: bool,
 }
 
 /// A compiled PTX module, ready to launch its kernels.
@@ -699,7 +702,9 @@ fn run_ctas(
     let mut spill = words(k.spill_bytes * threads as u64);
     let mut shared_mem = words(shared.max(1));
     let mut local = words((k.info.local_bytes * threads as u64).max(1));
-    let mut frames = words(FRAME_STACK_BYTES);
+    // A module without device functions never calls: no frame stack to allocate per launch.
+    let frame_bytes = if k.frame_stack { FRAME_STACK_BYTES } else { 0 };
+    let mut frames = words(frame_bytes);
     loop {
         let c = next.fetch_add(1, Ordering::Relaxed);
         if c >= ctas || stop.load(Ordering::Relaxed) {
@@ -721,7 +726,7 @@ fn run_ctas(
             fault: 0,
             hit: [RangeRecord { lo: 0, hi: 0 }; HIT_SLOTS],
             frames: frames.as_mut_ptr() as *mut u8,
-            frames_bytes: FRAME_STACK_BYTES,
+            frames_bytes: frame_bytes,
             frame_top: 0,
             fault_line: 0,
             fault_thread: 0,

@@ -39,6 +39,9 @@ pub struct CSource {
     pub kernels: Vec<KernelInfo>,
     /// Module variables (`.global`, `.const`) the host can look up by name.
     pub globals: Vec<GlobalInfo>,
+    /// Whether the module has device functions (`.func` with a body): only then do CTAs
+    /// need a frame stack.
+    pub has_device_functions: bool,
 }
 
 /// How to launch one kernel.
@@ -157,6 +160,7 @@ fn emit_mode(module: &PtxModule, simt: bool) -> Result<CSource, PtxError> {
         code,
         kernels,
         globals,
+        has_device_functions: !callees.is_empty(),
     })
 }
 
