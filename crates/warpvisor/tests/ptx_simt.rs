@@ -348,3 +348,37 @@ fn corpus_kernels_give_the_same_results_under_emulation() {
         assert!(c.warp_instructions > 0 && c.efficiency() > 0.0 && c.efficiency() <= 1.0);
     }
 }
+
+#[test]
+fn ptx_run_simt_reports_and_writes_the_counts() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ptx-simt-cli");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let module = dir.join("faults.ptx");
+    std::fs::write(&module, include_str!("ptx/faults.ptx")).expect("write ptx");
+    let json = dir.join("simt.json");
+    // oob(out, 1): 64 threads store their own int: two warps, four sectors each, no branch.
+    let out = std::process::Command::new(common::warpvisor_bin())
+        .args(["ptx", "run"])
+        .arg(&module)
+        .args(["--kernel", "oob", "--grid", "1", "--block", "64"])
+        .args([
+            "--arg",
+            "buf:256",
+            "--arg",
+            "i32:1",
+            "--simt",
+            "--simt-json",
+        ])
+        .arg(&json)
+        .output()
+        .expect("run warpvisor");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("SIMT: efficiency 100.0%"), "{stderr}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("JSON");
+    assert_eq!(v["kernel"], "oob");
+    assert_eq!(v["counts"]["memory_instructions"], 2);
+    assert_eq!(v["counts"]["sectors"], 8);
+    assert_eq!(v["sectors_per_memory_instruction"], 4.0);
+}
