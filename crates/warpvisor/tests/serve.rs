@@ -230,12 +230,20 @@ fn every_request_gets_its_own_output_exit_code_or_trap() {
     assert_eq!(server.post(b"after").body, b"after");
     let bad = server.request("POST", "/run?colour=red", b"", false);
     assert_eq!(bad.status, 400);
+    let bad_env = server.request("POST", "/run?env=NO_EQUALS_SIGN", b"", false);
+    assert_eq!(bad_env.status, 400);
+    // Arguments and environment reach the job (the guest echoes stdin only; it must run).
+    let with_args = server.request("POST", "/run?arg=a%20b&arg=c&env=K=V", b"args", false);
+    assert_eq!(
+        (with_args.status, with_args.body.as_slice()),
+        (200, &b"args"[..])
+    );
     assert_eq!(server.request("GET", "/healthz", b"", false).body, b"ok\n");
-    // Every request so far was served: 64 + trap + exit + JSON + after.
+    // Every request so far was served: 64 + trap + exit + JSON + after + with_args.
     let metrics = String::from_utf8(server.request("GET", "/metrics", b"", false).body)
         .expect("metrics are text");
     assert!(
-        metrics.contains("warpvisor_requests_served_total 68\n"),
+        metrics.contains("warpvisor_requests_served_total 69\n"),
         "{metrics}"
     );
     assert!(

@@ -176,12 +176,7 @@ async fn stop_signal() {
 const OPENAPI: &str = include_str!("serve_openapi.json");
 
 async fn openapi() -> Response {
-    let mut r = (StatusCode::OK, OPENAPI).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
+    typed(StatusCode::OK, OPENAPI.to_string(), "application/json")
 }
 
 /// Counters in Prometheus' text format.
@@ -213,16 +208,45 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
         ),
     ]
     .concat();
-    let mut r = (StatusCode::OK, body).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4"),
-    );
+    typed(StatusCode::OK, body, "text/plain; version=0.0.4")
+}
+
+/// A reply with its content type.
+fn typed(status: StatusCode, body: String, content_type: &'static str) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
 fn text(status: StatusCode, body: String) -> Response {
     (status, body).into_response()
+}
+
+/// A request's job: `arg` and `env` query parameters after the server's environment.
+fn job_of(
+    env: &[(String, String)],
+    query: Vec<(String, String)>,
+    stdin: Vec<u8>,
+) -> Result<WasiJob, String> {
+    let mut job = WasiJob {
+        args: Vec::new(),
+        env: env.to_vec(),
+        stdin,
+    };
+    for (k, v) in query {
+        match k.as_str() {
+            "arg" => job.args.push(v),
+            "env" => {
+                let (name, value) = v
+                    .split_once('=')
+                    .ok_or_else(|| format!("env takes NAME=VALUE, not `{v}`"))?;
+                job.env.push((name.to_string(), value.to_string()));
+            }
+            other => return Err(format!("unknown query parameter `{other}` (arg, env)")),
+        }
+    }
+    Ok(job)
 }
 
 async fn handle(
@@ -231,31 +255,10 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let mut job = WasiJob {
-        args: Vec::new(),
-        env: state.env.clone(),
-        stdin: body.to_vec(),
+    let job = match job_of(&state.env, query, body.to_vec()) {
+        Ok(job) => job,
+        Err(why) => return text(StatusCode::BAD_REQUEST, format!("{why}\n")),
     };
-    for (k, v) in query {
-        match k.as_str() {
-            "arg" => job.args.push(v),
-            "env" => match v.split_once('=') {
-                Some((name, value)) => job.env.push((name.to_string(), value.to_string())),
-                None => {
-                    return text(
-                        StatusCode::BAD_REQUEST,
-                        format!("env takes NAME=VALUE, not `{v}`\n"),
-                    )
-                }
-            },
-            other => {
-                return text(
-                    StatusCode::BAD_REQUEST,
-                    format!("unknown query parameter `{other}` (arg, env)\n"),
-                )
-            }
-        }
-    }
     let reply = match state.batcher.submit(job) {
         Submitted::Queued(rx) => rx,
         Submitted::Full => {
@@ -299,12 +302,11 @@ async fn handle(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/json"));
     let mut response = if wants_json {
-        let mut r = (status, format!("{}\n", result_line(0, &result))).into_response();
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        r
+        typed(
+            status,
+            format!("{}\n", result_line(0, &result)),
+            "application/json",
+        )
     } else if let Some(trap) = result.trap {
         text(status, format!("trapped: {trap}\n"))
     } else {

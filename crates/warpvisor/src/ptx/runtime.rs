@@ -649,8 +649,15 @@ impl PtxProgram {
                     slot.get_or_insert(f);
                 }
             }
-            if let (Some(state), Ok(mut totals)) = (simt, self.simt.lock()) {
-                if let Some(t) = totals.get_mut(kernel) {
+            // Only SIMT translations take the lock: fused launches never touch the counts.
+            if let Some(state) = simt {
+                if let Some(t) = self
+                    .simt
+                    .lock()
+                    .ok()
+                    .as_mut()
+                    .and_then(|m| m.get_mut(kernel))
+                {
                     t.add(&state.counts());
                 }
             }
