@@ -373,3 +373,102 @@ fn a_reset_clears_the_memory_each_vm_grew_and_wrote() {
         }
     }
 }
+
+/// A host function that writes `len` bytes of 0x5a at `at` in its VM's memory (args: at, len).
+struct Writer;
+
+impl warpvisor::vmm::HostFunctions for Writer {
+    fn call(
+        &mut self,
+        memory: &mut warpvisor::vmm::VmMemory<'_>,
+        _import: u32,
+        args: &[Value],
+    ) -> Result<Vec<Value>, warpvisor::vmm::HostStop> {
+        let (Some(Value::I32(at)), Some(Value::I32(len))) = (args.first(), args.get(1)) else {
+            return Err(warpvisor::vmm::HostStop::Trap(TrapKind::HostError));
+        };
+        memory
+            .write(*at as u32 as u64, &vec![0x5a; *len as usize])
+            .map_err(|_| warpvisor::vmm::HostStop::Trap(TrapKind::MemoryOutOfBounds))?;
+        Ok(Vec::new())
+    }
+}
+
+#[test]
+fn a_reset_restores_every_byte_any_write_changed() {
+    // On cpu a reset restores only the pages a VM wrote (the dirty-page map): every kind of
+    // write must mark them — stores of each width, ones that spill 7 bytes into the next page
+    // (over a data segment there), memory.fill/copy/init, grown pages and host writes.
+    let wat = r#"(module
+      (import "env" "write" (func $write (param i32 i32)))
+      (memory 2 8)
+      (data (i32.const 4090) "0123456789abcdefghij")
+      (data (i32.const 8192) "XYZ")
+      (data (i32.const 16384) "boundary")
+      (data (i32.const 65530) "page-crossing segment")
+      (data $passive "passive bytes")
+      (func (export "scribble") (param $seed i32)
+        ;; Each i64.store spills into a 4 KiB page nothing else writes: one holding segment
+        ;; bytes, one starting with a segment, one of zeros, one across a 64 KiB boundary.
+        (i64.store (i32.const 4095) (i64.extend_i32_u (local.get $seed)))
+        (i64.store (i32.const 16380) (i64.const -1))
+        (i64.store (i32.const 36861) (i64.const -1))
+        (i64.store (i32.const 65532) (i64.extend_i32_u (local.get $seed)))
+        (i32.store16 (i32.const 100) (local.get $seed))
+        (i32.store8 (i32.const 8192) (local.get $seed))
+        (memory.fill (i32.const 70000) (local.get $seed) (i32.const 9000))
+        (memory.copy (i32.const 30000) (i32.const 4090) (i32.const 20))
+        (memory.init $passive (i32.const 50000) (i32.const 0) (i32.const 13))
+        (drop (memory.grow (i32.const 2)))
+        (i64.store (i32.const 196600) (i64.const 0x0102030405060708))
+        (call $write (i32.const 90000) (i32.const 5000))
+        (call $write (i32.const 131070) (i32.const 4)))
+      (func (export "digest") (result i64) (local $i i32) (local $h i64)
+        (local.set $h (i64.const 0xcbf29ce484222325))
+        (block $done (loop $next
+          (br_if $done (i32.ge_u (local.get $i) (i32.shl (memory.size) (i32.const 16))))
+          (local.set $h (i64.mul (i64.xor (local.get $h) (i64.load8_u (local.get $i)))
+                                 (i64.const 0x100000001b3)))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br $next)))
+        (i64.xor (local.get $h) (i64.extend_i32_u (memory.size)))))"#;
+    for calls in [CallMode::Direct, CallMode::Continuations] {
+        for interleave in [0, 8] {
+            let options = KernelOptions {
+                interleave,
+                calls,
+                ..KernelOptions::default()
+            };
+            let program = Arc::new(
+                Program::compile(wat.as_bytes(), &options, common::cpu().as_ref()).unwrap(),
+            );
+            let config = FleetConfig {
+                num_vms: 4,
+                max_memory_pages: 8,
+                ..FleetConfig::default()
+            };
+            let imports = Imports {
+                host: Box::new(Writer),
+                ..Imports::default()
+            };
+            let mut f = Fleet::new(program, config, imports).unwrap();
+            let run = format!("{} calls, interleave {interleave}", calls.name());
+            let fresh = f.invoke("digest", &vec![Vec::new(); 4]).unwrap();
+            for round in 1..=3 {
+                let seeds: Vec<Vec<Value>> = (0..4)
+                    .map(|vm| vec![Value::I32(0x1234 + vm + round)])
+                    .collect();
+                let o = f.invoke("scribble", &seeds).unwrap();
+                assert!(
+                    o.iter().all(|o| *o == Outcome::Returned(Vec::new())),
+                    "{run}: {o:?}"
+                );
+                let dirty = f.invoke("digest", &vec![Vec::new(); 4]).unwrap();
+                assert_ne!(dirty, fresh, "{run}: the writes changed nothing");
+                f.reset().unwrap();
+                let again = f.invoke("digest", &vec![Vec::new(); 4]).unwrap();
+                assert_eq!(again, fresh, "{run}, round {round}");
+            }
+        }
+    }
+}

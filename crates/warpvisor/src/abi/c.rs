@@ -7,8 +7,8 @@ use std::fmt::Write;
 
 use super::codes::{KERNEL_TRAPS, STATUS_CODES};
 use super::fleet::{
-    CField, FleetAbi, HostLaunch, ImageLayout, PerVmArray, VmControl, FRAME_HEADER, NO_FRAME,
-    NULL_REF,
+    CField, FleetAbi, HostLaunch, ImageLayout, PerVmArray, VmControl, DIRTY_PAGE_SHIFT,
+    FRAME_HEADER, NO_FRAME, NULL_REF,
 };
 use crate::codegen::Dialect;
 
@@ -34,7 +34,9 @@ pub fn declarations() -> String {
          /* The saved-frame link of an entry frame: there is no caller to return to. */\n\
          #define WV_NO_FRAME 0x{NO_FRAME:x}u\n\
          /* Words of a frame header: caller's frame, function id, resume point. */\n\
-         #define WV_FRAME_HEADER {FRAME_HEADER}u\n"
+         #define WV_FRAME_HEADER {FRAME_HEADER}u\n\
+         /* log2 of the bytes per entry of the host's dirty-page map (wv_fleet.dirty). */\n\
+         #define WV_DIRTY_SHIFT {DIRTY_PAGE_SHIFT}u\n"
     );
 
     struct_decl(

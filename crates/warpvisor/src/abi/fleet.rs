@@ -12,6 +12,10 @@ pub const NO_FRAME: u64 = 0xffff_ffff;
 pub const FRAME_HEADER: u32 = 3;
 /// A null reference (`WV_NULL_REF`).
 pub const NULL_REF: u32 = 0xffff_ffff;
+/// log2 of the bytes one entry of a `cpu` fleet's dirty-page map covers (`WV_DIRTY_SHIFT`):
+/// 4 KiB, the host's page. A store of up to 8 bytes at `ea` marks page `ea >> 12` only, so a
+/// page's restore also covers the 7 bytes after it.
+pub const DIRTY_PAGE_SHIFT: u32 = 12;
 
 /// A Rust type with a C spelling in kernels.
 pub trait CType {
@@ -243,6 +247,10 @@ shared_struct! {
         /// Where a trap in the running VM's fastcalls jumps to (direct calls): the kernel's
         /// own unwind point, set by the kernel for each VM it starts.
         unwind: u64,
+        /// Address of the fleet's dirty-page map (interleave 0): one byte per
+        /// 2^DIRTY_PAGE_SHIFT bytes of the memory buffer, set by every write to guest memory
+        /// (kernel and host), so that a reset restores only what a VM wrote. 0: none.
+        dirty: u64,
     }
 }
 

@@ -18,5 +18,6 @@ pub mod fleet;
 pub use codes::{status, KERNEL_TRAPS};
 pub use fleet::{
     FleetAbi, FleetBuffer, FleetScalars, FleetShape, HostLaunch, HostServices, ImageLayout,
-    KernelParam, PerVmArray, ScalarArg, VmControl, FRAME_HEADER, NO_FRAME, NULL_REF,
+    KernelParam, PerVmArray, ScalarArg, VmControl, DIRTY_PAGE_SHIFT, FRAME_HEADER, NO_FRAME,
+    NULL_REF,
 };

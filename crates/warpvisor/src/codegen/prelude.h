@@ -113,10 +113,32 @@ WV_FN void wv_write(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n, uin
   wv_store_cells(wv_mem_base(f, vm), wv_mem_row(f), ea, n, v);
 }
 
+/* Dirty pages (cpu, interleave 0): every write to guest memory marks its page in the host's
+ * map (wv_fleet.dirty), so a reset restores only what a VM wrote instead of all the memory it
+ * might have written (Rust guests reserve a 1 MiB shadow stack and touch a few pages of it). */
+#if WV_HOST && WV_INTERLEAVE == 0
+#define WV_DIRTY_PAGES 1
+WV_FN uint8_t *wv_dirty_base(const wv_fleet *f, uint32_t vm) {
+  return (uint8_t *)(uintptr_t)f->dirty + (((uint64_t)vm * f->mem_stride) >> WV_DIRTY_SHIFT);
+}
+/* Marks the pages of [ea, ea + n), n > 0: bulk operators. */
+WV_FN void wv_mark_dirty(uint8_t *db, uint64_t ea, uint64_t n) {
+  __builtin_memset(db + (ea >> WV_DIRTY_SHIFT), 1, ((ea + n - 1) >> WV_DIRTY_SHIFT) - (ea >> WV_DIRTY_SHIFT) + 1);
+}
+/* A store of at most 8 bytes marks the page it starts in; a restore covers 7 bytes more. */
+#define WV_DIRTY(ea) do { uint64_t pg_ = (ea) >> WV_DIRTY_SHIFT; \
+  if (__builtin_expect(pg_ != dpg, 0)) { dpg = pg_; db[pg_] = 1; } } while (0)
+#define WV_DIRTY_VIEW() uint8_t *const db = wv_dirty_base(f, vm); uint64_t dpg = ~0ull; (void)db; (void)dpg
+#else
+#define WV_DIRTY_PAGES 0
+#define WV_DIRTY(ea) ((void)0)
+#define WV_DIRTY_VIEW() do { } while (0)
+#endif
+
 /* Every function keeps its VM's memory view in locals: a store through a byte pointer may
  * alias the fleet struct, so reading f->mem at each access would reload it after every store. */
 #define WV_MEM_VIEW() WV_GLOBAL uint8_t *const mb = wv_mem_base(f, vm); const uint64_t mrow = wv_mem_row(f); \
-  (void)mb; (void)mrow
+  (void)mb; (void)mrow; WV_DIRTY_VIEW()
 
 /* ---- traps ------------------------------------------------------------------------------- */
 WV_FN void wv_trap(const wv_fleet *f, uint32_t vm, uint32_t kind) {
@@ -161,7 +183,8 @@ static __attribute__((noinline, noreturn, cold)) void wv_unwind_to(uint64_t poin
 #define WV_LOAD(dst, conv, addr, offset, width) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
   if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); dst = conv(wv_load_cells(mb, mrow, ea_, (width))); } while (0)
 #define WV_STORE(addr, offset, width, value) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
-  if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
+  if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); WV_DIRTY(ea_); \
+  wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
 
 #define wv_u8_s32(x) ((uint32_t)(int32_t)(int8_t)(x))
 #define wv_u16_s32(x) ((uint32_t)(int32_t)(int16_t)(x))
@@ -182,7 +205,8 @@ WV_FN uint32_t wv_memory_grow(const wv_fleet *f, uint32_t vm, uint32_t delta) {
 
 WV_FN uint32_t wv_memory_fill(const wv_fleet *f, uint32_t vm, uint32_t d, uint32_t val, uint32_t n) {
   if ((uint64_t)d + n > WV_MEM_BYTES()) return WV_TRAP_MEMORY_OOB;
-#if WV_HOST && WV_INTERLEAVE == 0
+#if WV_DIRTY_PAGES
+  if (n) wv_mark_dirty(wv_dirty_base(f, vm), d, n);
   __builtin_memset(f->mem + wv_cell(f, vm, d), (int)(uint8_t)val, n);
 #else
   for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = (uint8_t)val;
@@ -193,7 +217,8 @@ WV_FN uint32_t wv_memory_fill(const wv_fleet *f, uint32_t vm, uint32_t d, uint32
 WV_FN uint32_t wv_memory_copy(const wv_fleet *f, uint32_t vm, uint32_t d, uint32_t s, uint32_t n) {
   uint64_t size = WV_MEM_BYTES();
   if ((uint64_t)d + n > size || (uint64_t)s + n > size) return WV_TRAP_MEMORY_OOB;
-#if WV_HOST && WV_INTERLEAVE == 0
+#if WV_DIRTY_PAGES
+  if (n) wv_mark_dirty(wv_dirty_base(f, vm), d, n);
   __builtin_memmove(f->mem + wv_cell(f, vm, d), f->mem + wv_cell(f, vm, s), n);
 #else
   if (d <= s) {
@@ -208,6 +233,9 @@ WV_FN uint32_t wv_memory_copy(const wv_fleet *f, uint32_t vm, uint32_t d, uint32
 WV_FN uint32_t wv_memory_init(const wv_fleet *f, uint32_t vm, uint32_t seg, uint32_t d, uint32_t s, uint32_t n) {
   uint64_t len = WV_DROPPED(seg) ? 0 : wv_data_len[seg];
   if ((uint64_t)s + n > len || (uint64_t)d + n > WV_MEM_BYTES()) return WV_TRAP_MEMORY_OOB;
+#if WV_DIRTY_PAGES
+  if (n) wv_mark_dirty(wv_dirty_base(f, vm), d, n);
+#endif
   for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = f->data_blob[wv_data_base[seg] + s + i];
   return 0;
 }
@@ -346,8 +374,32 @@ WV_FN void wv_call_host(wv_fleet *f, uint32_t vm, uint32_t import, uint64_t *wor
   WV_TRAP(WV_TRAP_STACK_OVERFLOW); } while (0)
 #endif
 
-/* Puts VM `vm` back to the instantiation image (abi::ImageLayout): memory cleared as far as
- * earlier runs may have written it, globals, tables and segment flags as instantiation leaves
+#if WV_DIRTY_PAGES
+/* End of what restoring dirty page `p` covers: the page and the 7 bytes a store starting in
+ * it may write beyond it, within the `clear` bytes the VM may have written. */
+WV_FN uint64_t wv_dirty_end(uint64_t p, uint64_t clear) {
+  uint64_t end = ((p + 1) << WV_DIRTY_SHIFT) + 7;
+  return end < clear ? end : clear;
+}
+/* Copies the parts of a data segment (`n` bytes from `src` at `off`) that dirty pages cover:
+ * those pages were just cleared; the rest of the segment is still in place. */
+WV_FN void wv_restore_segment(uint8_t *mbase, const uint8_t *db, uint64_t clear, uint64_t off,
+                              const uint8_t *src, uint64_t n) {
+  if (n == 0) return;
+  uint64_t first = off >> WV_DIRTY_SHIFT, last = (off + n - 1) >> WV_DIRTY_SHIFT;
+  /* The page before may have spilled into the segment's first bytes. */
+  for (uint64_t p = first > 0 ? first - 1 : 0; p <= last; p++) {
+    if (!db[p]) continue;
+    uint64_t lo = p << WV_DIRTY_SHIFT, hi = wv_dirty_end(p, clear);
+    if (lo < off) lo = off;
+    if (hi > off + n) hi = off + n;
+    if (lo < hi) __builtin_memcpy(mbase + lo, src + (lo - off), hi - lo);
+  }
+}
+#endif
+
+/* Puts VM `vm` back to the instantiation image (abi::ImageLayout): memory cleared where
+ * earlier runs may have written it (on the host, only the pages they did write), globals, tables and segment flags as instantiation leaves
  * them, active segments copied. Runs on the device: nothing per VM crosses to the host. */
 WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
   WV_GLOBAL const uint64_t *img = f->image;
@@ -360,8 +412,18 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
   uint64_t used = (uint64_t)v->mem_pages << 16;
   uint64_t clear = used < limit ? used : limit;
   uint64_t pages = img[WV_IMG_PAGES] < f->max_pages ? img[WV_IMG_PAGES] : f->max_pages;
-#if WV_INTERLEAVE == 0 && WV_HOST
-  __builtin_memset(f->mem + wv_cell(f, vm, 0), 0, clear);
+#if WV_DIRTY_PAGES
+  /* Only the pages the VM wrote (wv_fleet.dirty); a VM never instantiated (memory size 0)
+   * wrote none and gets every segment whole below. */
+  uint8_t *const db = wv_dirty_base(f, vm);
+  uint8_t *const mbase = f->mem + wv_cell(f, vm, 0);
+  const int fresh = v->mem_pages == 0;
+  const uint64_t dirty_pages = clear >> WV_DIRTY_SHIFT;
+  for (uint64_t p = 0; p < dirty_pages; p++) {
+    if (!db[p]) continue;
+    uint64_t lo = p << WV_DIRTY_SHIFT;
+    __builtin_memset(mbase + lo, 0, wv_dirty_end(p, clear) - lo);
+  }
 #elif WV_INTERLEAVE == 0
   for (uint64_t i = 0; i < clear / 8; i++) ((WV_GLOBAL wv_word64 *)(f->mem + wv_cell(f, vm, 0)))[i] = 0;
 #else
@@ -384,8 +446,9 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
     if (s < WV_NUM_DATAS) {
       uint64_t n = wv_data_len[s];
       if (off + n > (pages << 16)) continue; /* the host checked: never taken */
-#if WV_INTERLEAVE == 0 && WV_HOST
-      __builtin_memcpy(f->mem + wv_cell(f, vm, off), f->data_blob + wv_data_base[s], n);
+#if WV_DIRTY_PAGES
+      if (fresh) __builtin_memcpy(mbase + off, f->data_blob + wv_data_base[s], n);
+      else wv_restore_segment(mbase, db, clear, off, f->data_blob + wv_data_base[s], n);
 #else
       WV_GLOBAL uint8_t *mb = wv_mem_base(f, vm);
       WV_GLOBAL const uint8_t *src = f->data_blob + wv_data_base[s];
@@ -400,6 +463,9 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
       for (uint64_t i = 0; i < n; i++) WV_TABLE((uint32_t)t, (uint32_t)(off + i)) = f->elem_blob[wv_elem_base[e] + i];
     }
   }
+#if WV_DIRTY_PAGES
+  __builtin_memset(db, 0, dirty_pages);
+#endif
 }
 
 /* Values as 64-bit frame and result words. */

@@ -4,6 +4,7 @@
 //! reachable from another or lead the kernel outside the fleet.
 
 use crate::abi::FleetBuffer;
+use crate::backend::cpu::mark_dirty;
 use crate::backend::{merge_adjacent, DeviceFleet};
 use crate::layout::InterleavedLayout;
 
@@ -44,6 +45,8 @@ enum Backing<'a> {
     /// and never through a slice of the whole buffer.
     Running {
         mem: *mut u8,
+        /// The fleet's dirty-page map (null: none).
+        dirty: *mut u8,
         layout: InterleavedLayout,
         _buffer: std::marker::PhantomData<&'a mut u8>,
     },
@@ -87,14 +90,16 @@ impl<'a> VmMemory<'a> {
     }
 
     /// VM `vm`'s `size` bytes of memory in the memory buffer at `mem`, laid out by `layout`,
-    /// while the kernel runs the other VMs (a direct call from the VM's worker).
+    /// while the kernel runs the other VMs (a direct call from the VM's worker). Writes mark
+    /// their pages in the dirty-page map `dirty` unless it is null.
     ///
     /// # Safety
     /// `mem` must be the fleet's memory buffer, holding `layout.mem_stride()` bytes for each of
     /// its VMs, valid for `'a`, and nothing else may touch VM `vm`'s cells for `'a` (its worker
-    /// is waiting in this call).
+    /// is waiting in this call); `dirty` null or that buffer's dirty-page map.
     pub(crate) unsafe fn in_running_fleet(
         mem: *mut u8,
+        dirty: *mut u8,
         layout: InterleavedLayout,
         vm: u32,
         size: u64,
@@ -102,6 +107,7 @@ impl<'a> VmMemory<'a> {
         VmMemory {
             backing: Backing::Running {
                 mem,
+                dirty,
                 layout,
                 _buffer: std::marker::PhantomData,
             },
@@ -129,8 +135,11 @@ impl<'a> VmMemory<'a> {
                 layout: *layout,
             },
             Backing::Bytes(b) => Backing::Bytes(b),
-            Backing::Running { mem, layout, .. } => Backing::Running {
+            Backing::Running {
+                mem, dirty, layout, ..
+            } => Backing::Running {
                 mem: *mem,
+                dirty: *dirty,
                 layout: *layout,
                 _buffer: std::marker::PhantomData,
             },
@@ -224,17 +233,23 @@ impl<'a> VmMemory<'a> {
                     .write(FleetBuffer::Mem, &ranges, bytes)
                     .map_err(|e| MemoryError::Device(e.to_string()))
             }
-            Backing::Running { mem, layout, .. } => {
+            Backing::Running {
+                mem, dirty, layout, ..
+            } => {
                 let mut at = 0usize;
                 for r in layout.memory_ranges(self.vm, offset, bytes.len() as u64) {
                     let n = (r.end - r.start) as usize;
-                    // SAFETY: as in `read_into`.
+                    // SAFETY: as in `read_into`; the dirty map, when there is one, covers the
+                    // memory buffer (`in_running_fleet`'s contract).
                     unsafe {
                         std::ptr::copy_nonoverlapping(
                             bytes[at..at + n].as_ptr(),
                             mem.add(r.start as usize),
                             n,
-                        )
+                        );
+                        if !dirty.is_null() {
+                            mark_dirty(*dirty, r.start, r.end);
+                        }
                     };
                     at += n;
                 }

@@ -71,6 +71,10 @@ impl CCompiler {
     pub fn flags(options: &KernelOptions) -> Vec<String> {
         let mut f: Vec<String> = FLAGS.iter().map(|s| s.to_string()).collect();
         f.push(format!("-O{}", options.opt_level.min(3)));
+        if let Some(level) = host_isa_level() {
+            f.push(format!("-march={level}"));
+            f.push("-mtune=generic".into());
+        }
         if options.calls == CallMode::Direct {
             // A WebAssembly call is a call: a tail call turned into a jump would let endless
             // recursion loop forever instead of exhausting the stack (and trapping).
@@ -167,6 +171,42 @@ impl CCompiler {
         }
         std::fs::rename(&tmp_obj, object).map_err(io("storing compiled kernel"))
     }
+}
+
+/// The highest x86-64 micro-architecture level this CPU implements (`x86-64-v2`: SSE4.1/4.2,
+/// POPCNT; `x86-64-v3`: AVX2, BMI1/2, LZCNT, FMA, MOVBE), or `None` for the baseline. Kernels
+/// are built for it, as wasmtime's Cranelift compiles for the host's features: `f32.floor` is
+/// then one `roundss` instead of a call into libm, `i32.clz` one `lzcnt`, variable shifts
+/// need no `cl`. The level is spelled out in the flags, and so in the kernel cache's key: an
+/// object never reaches a machine without the level.
+fn host_isa_level() -> Option<&'static str> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        let v2 = has!("sse3")
+            && has!("ssse3")
+            && has!("sse4.1")
+            && has!("sse4.2")
+            && has!("popcnt")
+            && has!("cmpxchg16b");
+        let v3 = v2
+            && has!("avx")
+            && has!("avx2")
+            && has!("bmi1")
+            && has!("bmi2")
+            && has!("f16c")
+            && has!("fma")
+            && has!("lzcnt")
+            && has!("movbe")
+            && has!("xsave");
+        if v3 {
+            return Some("x86-64-v3");
+        }
+        if v2 {
+            return Some("x86-64-v2");
+        }
+    }
+    None
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), BackendError> {

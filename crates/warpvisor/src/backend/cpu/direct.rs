@@ -65,22 +65,26 @@ pub struct HostCalls {
 struct DirectContext<'a> {
     imports: &'a dyn ImportService,
     mem: *mut u8,
+    dirty: *mut u8,
     vms: *const VmControl,
     num_vms: u32,
     layout: InterleavedLayout,
 }
 
 /// Runs `body` with the host services of a launch of `fleet`: `imports` behind a `wv_host`
-/// (each worker sets its own stack floor).
+/// (each worker sets its own stack floor), marking what they write in the dirty-page map
+/// `dirty` (null: none).
 pub(super) fn with_services<R>(
     fleet: &FleetAbi,
     layout: InterleavedLayout,
+    dirty: *mut u8,
     imports: &dyn ImportService,
     body: impl FnOnce(HostServices) -> R,
 ) -> R {
     let context = DirectContext {
         imports,
         mem: fleet.mem,
+        dirty,
         vms: fleet.vms,
         num_vms: fleet.num_vms,
         layout,
@@ -93,6 +97,7 @@ pub(super) fn with_services<R>(
         host: &calls as *const HostCalls as u64,
         stack_floor: 0,
         unwind: 0,
+        dirty: dirty as u64,
     })
 }
 
@@ -115,7 +120,8 @@ unsafe extern "C" fn serve_import(
         // cells are this call's alone; `words` is the caller's array of `nwords` words.
         unsafe {
             let pages = std::ptr::addr_of!((*cx.vms.add(vm as usize)).mem_pages).read();
-            let mut memory = VmMemory::in_running_fleet(cx.mem, cx.layout, vm, pages as u64 * PAGE);
+            let mut memory =
+                VmMemory::in_running_fleet(cx.mem, cx.dirty, cx.layout, vm, pages as u64 * PAGE);
             let words = std::slice::from_raw_parts_mut(words, nwords as usize);
             cx.imports.serve(&mut memory, import, words)
         }

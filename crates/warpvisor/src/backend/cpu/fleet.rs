@@ -1,18 +1,40 @@
 //! A fleet's storage for the `cpu` backend: one zeroed host allocation per buffer, which the
 //! kernel reads and writes in place. "Transfers" are copies between the VMM's host-side
 //! values and these buffers, counted like any backend's.
+//!
+//! With contiguous memories (interleave 0) the fleet also keeps a dirty-page map
+//! (`wv_fleet.dirty`): one byte per 4 KiB of the memory buffer, set by the kernel's stores and
+//! by every host write, cleared by the reset entry, which restores only the marked pages.
 
 use std::any::Any;
 use std::ops::Range;
 
-use crate::abi::{FleetAbi, FleetBuffer, FleetShape};
+use crate::abi::{FleetAbi, FleetBuffer, FleetShape, DIRTY_PAGE_SHIFT};
 use crate::backend::{check_ranges, BackendError, DeviceFleet, Traffic, ZeroedBytes};
 
 /// The buffers of one fleet in host memory.
 pub struct CpuFleet {
     shape: FleetShape,
     buffers: Vec<ZeroedBytes>,
+    /// The dirty-page map, when memories are contiguous.
+    dirty: Option<ZeroedBytes>,
     traffic: Traffic,
+}
+
+/// Marks the pages of the memory buffer's bytes `[start, end)` in the dirty-page map `map`.
+///
+/// # Safety
+/// `map` must be a fleet's dirty-page map (see [`CpuFleet::dirty_map`]) and `end` at most the
+/// length of its memory buffer.
+pub(crate) unsafe fn mark_dirty(map: *mut u8, start: u64, end: u64) {
+    if start >= end {
+        return;
+    }
+    let first = start >> DIRTY_PAGE_SHIFT;
+    let last = (end - 1) >> DIRTY_PAGE_SHIFT;
+    // SAFETY: pages `first..=last` lie in the map (the caller's contract); the bytes are plain
+    // flags that only this VM's worker or the VMM touches at a time.
+    unsafe { std::ptr::write_bytes(map.add(first as usize), 1, (last - first + 1) as usize) };
 }
 
 impl CpuFleet {
@@ -30,9 +52,18 @@ impl CpuFleet {
             })?;
             buffers.push(ZeroedBytes::new(bytes)?);
         }
+        let dirty = if shape.layout.interleave == 0 {
+            let pages = shape.len(FleetBuffer::Mem) >> DIRTY_PAGE_SHIFT;
+            let bytes = usize::try_from(pages.max(1))
+                .map_err(|_| BackendError::OutOfMemory { bytes: pages })?;
+            Some(ZeroedBytes::new(bytes)?)
+        } else {
+            None
+        };
         let mut fleet = CpuFleet {
             shape: *shape,
             buffers,
+            dirty,
             traffic: Traffic::default(),
         };
         fleet.fill(FleetBuffer::DataBlob, data_blob)?;
@@ -57,6 +88,14 @@ impl CpuFleet {
             .iter()
             .position(|b| *b == buffer)
             .unwrap_or(0)
+    }
+
+    /// The dirty-page map's address (null with interleaved memories). Valid while `self`
+    /// lives.
+    pub fn dirty_map(&mut self) -> *mut u8 {
+        self.dirty
+            .as_mut()
+            .map_or(std::ptr::null_mut(), ZeroedBytes::as_mut_ptr)
     }
 
     /// The kernel's view of the buffers. Valid while `self` lives.
@@ -103,6 +142,15 @@ impl DeviceFleet for CpuFleet {
             let n = (r.end - r.start) as usize;
             dst[r.start as usize..r.end as usize].copy_from_slice(&data[at..at + n]);
             at += n;
+        }
+        if buffer == FleetBuffer::Mem {
+            let map = self.dirty_map();
+            if !map.is_null() {
+                for r in ranges {
+                    // SAFETY: `check_ranges` put every range inside the memory buffer.
+                    unsafe { mark_dirty(map, r.start, r.end) };
+                }
+            }
         }
         self.traffic.to_device += data.len() as u64;
         self.traffic.transfers += 1;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 pub use compiler::CCompiler;
+pub(crate) use fleet::mark_dirty;
 pub use fleet::CpuFleet;
 pub(crate) use pool::WorkerPool;
 
@@ -122,6 +123,10 @@ impl CpuKernel {
         stack_budget: u64,
     ) -> Result<LaunchTimes, BackendError> {
         let start = Instant::now();
+        let services = HostServices {
+            dirty: fleet.dirty_map() as u64,
+            ..services
+        };
         let abi = HostLaunch {
             fleet: fleet.abi(),
             services,
@@ -179,7 +184,8 @@ impl Kernel for CpuKernel {
         let layout = fleet.shape().layout;
         let budget = layout.stack_words as u64 * direct::NATIVE_BYTES_PER_STACK_WORD;
         let abi = fleet.abi();
-        direct::with_services(&abi, layout, imports, |services| {
+        let dirty = fleet.dirty_map();
+        direct::with_services(&abi, layout, dirty, imports, |services| {
             self.run(self.launch, fleet, services, budget)
         })
     }
