@@ -126,8 +126,7 @@ WV_FN void wv_mark_dirty(uint8_t *db, uint64_t ea, uint64_t n) {
   __builtin_memset(db + (ea >> WV_DIRTY_SHIFT), 1, ((ea + n - 1) >> WV_DIRTY_SHIFT) - (ea >> WV_DIRTY_SHIFT) + 1);
 }
 /* A store of at most 8 bytes marks the page it starts in; a restore covers 7 bytes more. */
-#define WV_DIRTY(ea) do { uint64_t pg_ = (ea) >> WV_DIRTY_SHIFT; \
-  if (__builtin_expect(pg_ != dpg, 0)) { dpg = pg_; db[pg_] = 1; } } while (0)
+#define WV_DIRTY(ea) (db[(ea) >> WV_DIRTY_SHIFT] = 1)
 #define WV_DIRTY_VIEW() uint8_t *const db = wv_dirty_base(f, vm); uint64_t dpg = ~0ull; (void)db; (void)dpg
 #else
 #define WV_DIRTY_PAGES 0
