@@ -410,7 +410,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 let d = self.push(ty);
                 let sfx = slot_suffix(ty);
                 self.line(&format!(
-                    "{d} = wv_dec_{sfx}(WV_GLB({global_index})); /* global.get */"
+                    "{d} = wv_dec_{sfx}(WV_G({global_index})); /* global.get */"
                 ));
             }
             O::GlobalSet { global_index } => {
@@ -418,7 +418,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 let s = self.pop()?;
                 let sfx = slot_suffix(ty);
                 self.line(&format!(
-                    "WV_GLB({global_index}) = wv_enc_{sfx}({s}); /* global.set */"
+                    "WV_G({global_index}) = wv_enc_{sfx}({s}); /* global.set */"
                 ));
             }
             O::Call { function_index } => self.call(*function_index)?,
