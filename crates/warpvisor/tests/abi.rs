@@ -20,6 +20,7 @@ fn shape(interleave: u32) -> FleetShape {
             max_pages: 1,
             stack_words: 16,
             num_globals: 3,
+            guard_regions: false,
         },
         num_tables: 2,
         table_words: 10,

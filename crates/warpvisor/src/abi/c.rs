@@ -11,6 +11,7 @@ use super::fleet::{
     FRAME_HEADER, NO_FRAME, NULL_REF,
 };
 use crate::codegen::Dialect;
+use crate::layout::GUARD_BYTES;
 
 /// The ABI part of the prelude: codes, constants, `wv_vm`, `wv_fleet`, the per-VM accessors
 /// and the image offsets. Needs the dialect block and the module constants before it.
@@ -36,7 +37,9 @@ pub fn declarations() -> String {
          /* Words of a frame header: caller's frame, function id, resume point. */\n\
          #define WV_FRAME_HEADER {FRAME_HEADER}u\n\
          /* log2 of the bytes per entry of the host's dirty-page map (wv_fleet.dirty). */\n\
-         #define WV_DIRTY_SHIFT {DIRTY_PAGE_SHIFT}u\n"
+         #define WV_DIRTY_SHIFT {DIRTY_PAGE_SHIFT}u\n\
+         /* Inaccessible bytes after a VM's 4 GiB of addresses with guard regions. */\n\
+         #define WV_GUARD_BYTES {GUARD_BYTES}ull\n"
     );
 
     struct_decl(

@@ -74,6 +74,33 @@ impl ZeroedBytes {
         })
     }
 
+    /// Reserves `len` bytes of address space that no one may touch yet (`PROT_NONE`): a
+    /// guarded memory buffer, whose owner makes parts accessible with `mprotect`. Never
+    /// view it through [`ZeroedBytes::as_slice`]; use the raw pointer.
+    #[cfg(unix)]
+    pub fn reserve_inaccessible(len: usize) -> Result<Self, BackendError> {
+        // SAFETY: an anonymous private mapping at an address of the kernel's choice; the
+        // result is checked before use.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len.max(1),
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(BackendError::OutOfMemory { bytes: len as u64 });
+        }
+        Ok(ZeroedBytes {
+            ptr: ptr.cast(),
+            len: len.max(1),
+            mapped: true,
+        })
+    }
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for len bytes (or dangling with len 0).

@@ -22,7 +22,7 @@ use warpvisor::backend::opencl::OpenClBackend;
 use warpvisor::backend::select::{self, BackendKind};
 use warpvisor::backend::wasmtime::{WasmtimeBackend, WasmtimeConfig};
 use warpvisor::backend::Backend;
-use warpvisor::codegen::{CallMode, Dialect, KernelOptions};
+use warpvisor::codegen::{CallMode, Dialect, KernelOptions, MemoryChecks};
 use warpvisor::runner::Executor;
 use warpvisor::vmm::FleetConfig;
 
@@ -138,6 +138,12 @@ pub struct FleetArgs {
     /// `continuations` (every device). Default: direct on cpu, continuations elsewhere.
     #[arg(long, value_name = "MODE", value_parser = parse_calls)]
     pub calls: Option<CallMode>,
+    /// How kernels keep memory accesses inside each VM's memory: `guard` (guard regions, as
+    /// wasmtime: 4 GiB + 32 MiB of address space reserved per VM, accesses without checks, a
+    /// fault becomes the VM's trap; cpu with direct calls and --interleave 0, x86-64 Linux) or
+    /// `explicit` (a check per access; every backend). Default: guard where it applies.
+    #[arg(long, value_name = "MODE", value_parser = parse_memory_checks)]
+    pub memory_checks: Option<MemoryChecks>,
     /// Worker threads of the cpu and wasmtime backends, 1 to 1024 (default: one per core).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_WORKERS))]
     pub workers: Option<usize>,
@@ -158,7 +164,7 @@ impl FleetArgs {
     /// Kernel options for a kernel backend.
     pub fn kernel_for(&self, kind: BackendKind) -> KernelOptions {
         let dialect = kind.dialect().unwrap_or(Dialect::C);
-        KernelOptions {
+        let mut options = KernelOptions {
             dialect,
             interleave: self.interleave,
             max_table_elements: self.max_table_elements,
@@ -172,7 +178,15 @@ impl FleetArgs {
             partition_ops: self
                 .partition_ops
                 .unwrap_or(dialect.default_partition_ops()),
-        }
+            memory_checks: MemoryChecks::Explicit,
+        };
+        options.memory_checks = self.memory_checks.unwrap_or_else(|| {
+            match MemoryChecks::guard_unsupported(&options) {
+                None => MemoryChecks::Guard,
+                Some(_) => MemoryChecks::Explicit,
+            }
+        });
+        options
     }
 
     /// Fleet settings for `num_vms` VMs.
@@ -230,6 +244,11 @@ impl FleetArgs {
 fn parse_calls(s: &str) -> Result<CallMode, String> {
     CallMode::from_name(s)
         .ok_or_else(|| format!("`{s}` is not a call mode: use `direct` or `continuations`"))
+}
+
+fn parse_memory_checks(s: &str) -> Result<MemoryChecks, String> {
+    MemoryChecks::from_name(s)
+        .ok_or_else(|| format!("`{s}` is not a memory-check mode: use `guard` or `explicit`"))
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {

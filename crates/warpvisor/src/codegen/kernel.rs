@@ -10,7 +10,7 @@ use super::function::{fastcall_signature, sanitize_comment, FunctionEmitter};
 use super::partition::{self, fastcall_closure};
 use super::{
     c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CallMode, CodegenError, Dialect,
-    KernelLayout, KernelOptions, KernelSource, ModuleContext, PRELUDE,
+    KernelLayout, KernelOptions, KernelSource, MemoryChecks, ModuleContext, PRELUDE,
 };
 use crate::abi;
 use crate::analysis::{CallGraph, Signatures};
@@ -43,6 +43,13 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
              through continuations (--calls continuations)",
             options.dialect.name()
         )));
+    }
+    if options.memory_checks == MemoryChecks::Guard {
+        if let Some(why) = MemoryChecks::guard_unsupported(options) {
+            return Err(CodegenError::Limit(format!(
+                "{why} (--memory-checks explicit works everywhere)"
+            )));
+        }
     }
     let sigs = Signatures::new(module);
     let mut graph = CallGraph::new(module, &sigs);
@@ -129,6 +136,11 @@ fn emit_partition(
         out,
         "#define WV_DIRECT_CALLS {}",
         u8::from(options.calls == CallMode::Direct)
+    );
+    let _ = writeln!(
+        out,
+        "#define WV_GUARD_REGIONS {}",
+        u8::from(options.memory_checks == MemoryChecks::Guard)
     );
     let _ = writeln!(out, "#define WV_NUM_FUNCS {n}u");
     let _ = writeln!(
@@ -390,7 +402,7 @@ fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
         .map(|(i, t)| format!("wv_dec_{}(WV_STK(fp + {}))", slot_suffix(*t), 3 + i))
         .collect();
     let sep = if args.is_empty() { "" } else { ", " };
-    let call = format!("wv_f{func}(f, vm{sep}{})", args.join(", "));
+    let call = format!("WV_OPAQUE(wv_f{func})(f, vm{sep}{})", args.join(", "));
     match ty.results().len() {
         0 => {
             let _ = writeln!(out, "  {call};");

@@ -66,6 +66,66 @@ pub struct KernelOptions {
     pub meter_fuel: bool,
     /// How calls that may not finish on the device are made.
     pub calls: CallMode,
+    /// How memory accesses are kept inside the VM's memory.
+    #[serde(default)]
+    pub memory_checks: MemoryChecks,
+}
+
+/// How a kernel keeps each memory access inside its VM's memory.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum MemoryChecks {
+    /// Every load and store compares `[ea, ea + width)` with the VM's memory size. Works on
+    /// every device and layout.
+    #[default]
+    Explicit,
+    /// Guard regions, as wasmtime does: each VM's memory is a reservation of
+    /// [`GUARD_STRIDE`](crate::layout::GUARD_STRIDE) bytes of which only the current size is
+    /// accessible, so an access outside it faults and the fault becomes that VM's
+    /// `memory_out_of_bounds` trap; accesses carry no check (those with static offsets beyond
+    /// the guard still do). Host C with contiguous memories and direct calls, on x86-64 Linux.
+    Guard,
+}
+
+impl MemoryChecks {
+    /// The flag value: `explicit` or `guard`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryChecks::Explicit => "explicit",
+            MemoryChecks::Guard => "guard",
+        }
+    }
+
+    /// The mode named `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "explicit" => Some(MemoryChecks::Explicit),
+            "guard" => Some(MemoryChecks::Guard),
+            _ => None,
+        }
+    }
+
+    /// Why `options` cannot use guard regions on this host, if they cannot.
+    pub fn guard_unsupported(options: &KernelOptions) -> Option<String> {
+        if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
+            return Some("guard regions need an x86-64 Linux host".into());
+        }
+        if options.dialect != Dialect::C {
+            return Some(format!(
+                "guard regions need a kernel in host C (the cpu backend), not {}",
+                options.dialect.name()
+            ));
+        }
+        if options.interleave != 0 {
+            return Some("guard regions need contiguous memories (--interleave 0)".into());
+        }
+        if options.calls != CallMode::Direct {
+            return Some("guard regions need direct calls (--calls direct)".into());
+        }
+        None
+    }
 }
 
 /// How a kernel makes calls that the device may not be able to finish without the host:
@@ -115,6 +175,7 @@ impl Default for KernelOptions {
             partition_ops: 0,
             meter_fuel: false,
             calls: CallMode::Continuations,
+            memory_checks: MemoryChecks::Explicit,
         }
     }
 }

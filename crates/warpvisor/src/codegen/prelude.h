@@ -167,12 +167,24 @@ WV_FN void wv_trap(const wv_fleet *f, uint32_t vm, uint32_t kind) {
 static __attribute__((noinline, noreturn, cold)) void wv_unwind_to(uint64_t point) {
   __builtin_longjmp((void **)(uintptr_t)point, 1);
 }
+#if WV_GUARD_REGIONS
+/* A guard fault resumes at the entry shim's unwind point from code in which the compiler sees
+ * no call (a load), so a shim whose fastcall were inlined would lose its unwind point's
+ * receiver: shims call their fastcall through an opaque pointer. */
+#define WV_OPAQUE(fn) (*({ __typeof__(&fn) volatile p_ = &fn; p_; }))
+/* Where the host's fault handler resumes a worker whose VM touched a guard region: the VM's
+ * unwind point (the handler has recorded the trap). */
+__attribute__((noreturn)) void wv_fault_unwind(uint64_t point) { wv_unwind_to(point); }
+#else
+#define WV_OPAQUE(fn) fn
+#endif
 #define WV_UNWIND(f) wv_unwind_to((f)->unwind)
 #define WV_TRAP(k) do { wv_trap(f, vm, (k)); WV_UNWIND(f); } while (0)
 /* After a call: the callee may have grown memory. */
 #define WV_AFTER_CALL() do { msz = WV_MEM_BYTES(); } while (0)
 #else
 #define WV_UNWIND_POINT() do { } while (0)
+#define WV_OPAQUE(fn) fn
 /* Every function body ends with the label `wv_unwind`, which returns to its caller. */
 #define WV_TRAP(k) do { wv_trap(f, vm, (k)); goto wv_unwind; } while (0)
 /* After a call: stop if the callee trapped; the callee may have grown memory. */
@@ -190,12 +202,40 @@ static __attribute__((noinline, noreturn, cold)) void wv_unwind_to(uint64_t poin
 #endif
 
 /* ---- memory access ----------------------------------------------------------------------- */
+#if WV_GUARD_REGIONS
+/* Guard regions (cpu, --memory-checks guard): a VM's memory is a reservation of
+ * f->mem_stride = 4 GiB + WV_GUARD_BYTES of which only its current size is readable and
+ * writable (memory.grow and the reset change that). addr < 4 GiB, so addr + offset + width
+ * stays inside the reservation whenever offset + width <= WV_GUARD_BYTES: such an access
+ * outside the memory faults, and the host's fault handler (backend/cpu/guard.rs) makes it the
+ * VM's memory_out_of_bounds trap and resumes at wv_fault_unwind. Larger static offsets keep
+ * the explicit check. A load's value is kept alive (as wasm2c's FORCE_READ) so that the
+ * compiler cannot drop a load that must trap. */
+#include <sys/mman.h>
+#define WV_GUARDED(offset, width) ((uint64_t)(offset) + (width) <= WV_GUARD_BYTES)
+#define WV_KEEP(x) __asm__("" : : "r"(x))
+#define WV_LOAD(dst, conv, addr, offset, width) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
+  if (!WV_GUARDED(offset, width) && ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); \
+  uint64_t raw_ = wv_load_cells(mb, mrow, ea_, (width)); WV_KEEP(raw_); dst = conv(raw_); } while (0)
+#define WV_STORE(addr, offset, width, value) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
+  if (!WV_GUARDED(offset, width) && ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); WV_DIRTY(ea_); \
+  wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
+/* Makes pages [from, to) of VM `vm`'s memory accessible (from < to) or inaccessible
+ * (from > to: pages [to, from)); nonzero when the system refused. */
+WV_FN int wv_guard_resize(const wv_fleet *f, uint32_t vm, uint64_t from, uint64_t to) {
+  if (from == to) return 0;
+  uint64_t lo = from < to ? from : to, hi = from < to ? to : from;
+  return mprotect(wv_mem_base(f, vm) + (lo << 16), (hi - lo) << 16,
+                  from < to ? PROT_READ | PROT_WRITE : PROT_NONE);
+}
+#else
 /* ea = addr + offset, trapping unless [ea, ea + width) lies in the VM's memory. */
 #define WV_LOAD(dst, conv, addr, offset, width) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
   if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); dst = conv(wv_load_cells(mb, mrow, ea_, (width))); } while (0)
 #define WV_STORE(addr, offset, width, value) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
   if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); WV_DIRTY(ea_); \
   wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
+#endif
 
 #define wv_u8_s32(x) ((uint32_t)(int32_t)(int8_t)(x))
 #define wv_u16_s32(x) ((uint32_t)(int32_t)(int16_t)(x))
@@ -210,6 +250,9 @@ static __attribute__((noinline, noreturn, cold)) void wv_unwind_to(uint64_t poin
 WV_FN uint32_t wv_memory_grow(const wv_fleet *f, uint32_t vm, uint32_t delta) {
   uint32_t old = f->vms[vm].mem_pages;
   if ((uint64_t)old + delta > f->max_pages) return 0xffffffffu;
+#if WV_GUARD_REGIONS
+  if (wv_guard_resize(f, vm, old, (uint64_t)old + delta) != 0) return 0xffffffffu;
+#endif
   f->vms[vm].mem_pages = old + delta;
   return old;
 }
@@ -446,6 +489,11 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
   for (uint64_t i = 0; i < clear / 8; i++) ((WV_GLOBAL wv_word64 *)(f->mem + wv_cell(f, vm, 0)))[i] = 0;
 #else
   for (uint64_t c = 0; c < clear; c += WV_INTERLEAVE) wv_bytes_put(f->mem + wv_cell(f, vm, c), WV_INTERLEAVE, 0);
+#endif
+#if WV_GUARD_REGIONS
+  /* Only the image's pages stay accessible (the pages above were cleared just now). A
+   * refusal leaves the VM without memory: its first access traps. */
+  if (wv_guard_resize(f, vm, v->mem_pages, pages) != 0) pages = 0;
 #endif
   wv_vm zero = {0};
   *v = zero;

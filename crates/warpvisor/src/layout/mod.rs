@@ -5,6 +5,15 @@
 /// Bytes in a WebAssembly page.
 pub const PAGE: u64 = 65536;
 
+/// Bytes of inaccessible memory after a VM's 4 GiB of addresses when memories have guard
+/// regions (`WV_GUARD_BYTES`): an access whose static offset and width together fit in it
+/// needs no check. wasmtime's default guard size.
+pub const GUARD_BYTES: u64 = 32 << 20;
+
+/// Bytes reserved per VM when memories have guard regions: every address a 32-bit memory can
+/// name (`addr + offset` with `offset + width <=` [`GUARD_BYTES`]) lies inside.
+pub const GUARD_STRIDE: u64 = (4 << 30) + GUARD_BYTES;
+
 /// The interleaved layout of one fleet (DESIGN.md, decision 2):
 /// `cell_addr = (offset / I) * (num_vms * I) + vm * I`, or contiguous per VM when `I = 0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,12 +28,19 @@ pub struct InterleavedLayout {
     pub stack_words: u32,
     /// Globals per VM (at least 1).
     pub num_globals: u32,
+    /// Whether each VM's memory sits in a reservation of [`GUARD_STRIDE`] bytes, accessible
+    /// only up to its current size (`MemoryChecks::Guard`; interleave 0 only).
+    pub guard_regions: bool,
 }
 
 impl InterleavedLayout {
     /// Bytes reserved for one VM's memory.
     pub fn mem_stride(&self) -> u64 {
-        self.max_pages as u64 * PAGE
+        if self.guard_regions {
+            GUARD_STRIDE
+        } else {
+            self.max_pages as u64 * PAGE
+        }
     }
 
     /// Bytes of the whole memory buffer.
@@ -98,6 +114,7 @@ mod tests {
             max_pages: 1,
             stack_words: 16,
             num_globals: 2,
+            guard_regions: false,
         }
     }
 

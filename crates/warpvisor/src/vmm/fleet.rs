@@ -13,7 +13,12 @@ use super::{FleetStats, Outcome, Program, TrapKind, Value, VmmError};
 use crate::abi::codes::trap_kind;
 use crate::abi::{status, FleetBuffer, FleetShape, PerVmArray, VmControl, FRAME_HEADER};
 use crate::backend::{merge_adjacent, Traffic, VmmOnly};
-use crate::layout::InterleavedLayout;
+use crate::codegen::MemoryChecks;
+use crate::layout::{InterleavedLayout, GUARD_STRIDE};
+
+/// Address space one fleet with guard regions may reserve: half of x86-64's 47-bit user space
+/// (16,256 VMs; 64 TiB of `PROT_NONE` reservation was granted here, 100 TiB refused).
+const MAX_GUARDED_BYTES: u64 = 1 << 46;
 
 /// Size settings of a fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +125,7 @@ impl Fleet {
                     .stack_words
                     .max(FRAME_HEADER + program.layout.ret_words),
                 num_globals: m.globals.len().max(1) as u32,
+                guard_regions: program.options.memory_checks == MemoryChecks::Guard,
             },
             num_tables: m.tables.len().max(1) as u32,
             table_words: program.layout.table_words,
@@ -130,6 +136,16 @@ impl Fleet {
             elem_refs: elem_blob.len() as u64,
         };
         let n = config.num_vms as u64;
+        if shape.layout.guard_regions && n.saturating_mul(GUARD_STRIDE) > MAX_GUARDED_BYTES {
+            return Err(VmmError::Limit(format!(
+                "guard regions reserve {} MiB of address space per VM: {n} VMs need more than \
+                 the {} TiB a fleet may reserve (at most {} VMs; --memory-checks explicit has \
+                 no such limit)",
+                GUARD_STRIDE >> 20,
+                MAX_GUARDED_BYTES >> 40,
+                MAX_GUARDED_BYTES / GUARD_STRIDE
+            )));
+        }
         let total: u64 = FleetBuffer::ALL.iter().map(|b| shape.bytes(*b)).sum();
         let largest = FleetBuffer::ALL
             .iter()

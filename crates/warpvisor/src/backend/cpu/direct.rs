@@ -110,7 +110,9 @@ unsafe extern "C" fn serve_import(
     words: *mut u64,
     nwords: u32,
 ) -> u32 {
-    let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    // The host's own faults are never a VM's (guard regions).
+    let served = super::guard::outside_scope(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // SAFETY: `ctx` is the `DirectContext` of `with_services`, alive for the launch.
         let cx = unsafe { &*ctx.cast::<DirectContext<'_>>() };
         if vm >= cx.num_vms || words.is_null() {
@@ -125,6 +127,7 @@ unsafe extern "C" fn serve_import(
             let words = std::slice::from_raw_parts_mut(words, nwords as usize);
             cx.imports.serve(&mut memory, import, words)
         }
-    }));
+        }))
+    });
     u32::from(!matches!(served, Ok(true)))
 }

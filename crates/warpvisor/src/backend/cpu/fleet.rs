@@ -9,8 +9,9 @@
 use std::any::Any;
 use std::ops::Range;
 
-use crate::abi::{FleetAbi, FleetBuffer, FleetShape, DIRTY_PAGE_SHIFT};
+use crate::abi::{FleetAbi, FleetBuffer, FleetShape, VmControl, DIRTY_PAGE_SHIFT};
 use crate::backend::{check_ranges, BackendError, DeviceFleet, Traffic, ZeroedBytes};
+use crate::layout::PAGE;
 
 /// The buffers of one fleet in host memory.
 pub struct CpuFleet {
@@ -50,7 +51,11 @@ impl CpuFleet {
             let bytes = usize::try_from(shape.bytes(b)).map_err(|_| BackendError::OutOfMemory {
                 bytes: shape.bytes(b),
             })?;
-            buffers.push(ZeroedBytes::new(bytes)?);
+            buffers.push(if b == FleetBuffer::Mem && shape.layout.guard_regions {
+                guarded_reservation(bytes)?
+            } else {
+                ZeroedBytes::new(bytes)?
+            });
         }
         let dirty = if shape.layout.interleave == 0 {
             let pages = shape.len(FleetBuffer::Mem) >> DIRTY_PAGE_SHIFT;
@@ -105,6 +110,101 @@ impl CpuFleet {
     }
 }
 
+/// The memory buffer of a guarded fleet: address space only, inaccessible until the kernel
+/// opens each VM's current size.
+fn guarded_reservation(bytes: usize) -> Result<ZeroedBytes, BackendError> {
+    #[cfg(unix)]
+    {
+        ZeroedBytes::reserve_inaccessible(bytes)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = bytes;
+        Err(BackendError::Launch("guard regions need a Unix host".into()))
+    }
+}
+
+impl CpuFleet {
+    /// Splits `ranges` of a guarded memory buffer at VM boundaries and calls `each` with every
+    /// piece, its offset in the caller's bytes and how many of its bytes lie in the VM's
+    /// accessible memory (its current size; the rest is inaccessible).
+    fn guarded_pieces(
+        &self,
+        ranges: &[Range<u64>],
+        mut each: impl FnMut(Range<u64>, usize, u64) -> Result<(), BackendError>,
+    ) -> Result<(), BackendError> {
+        let stride = self.shape.layout.mem_stride();
+        let vms = self.buffers[Self::slot(FleetBuffer::Vms)].as_slice();
+        let mut at = 0usize;
+        for r in ranges {
+            let mut start = r.start;
+            while start < r.end {
+                let vm = start / stride;
+                let vm_end = ((vm + 1) * stride).min(r.end);
+                let at_pages = std::mem::offset_of!(VmControl, mem_pages);
+                let block = vm as usize * std::mem::size_of::<VmControl>() + at_pages;
+                let pages = vms
+                    .get(block..block + 4)
+                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                let open_end = vm * stride + pages as u64 * PAGE;
+                let open = open_end.clamp(start, vm_end) - start;
+                each(start..vm_end, at, open)?;
+                at += (vm_end - start) as usize;
+                start = vm_end;
+            }
+        }
+        Ok(())
+    }
+
+    /// `read` of a guarded memory buffer: bytes beyond a VM's current size read as zeros
+    /// (what they hold: the reset cleared them, or no one ever wrote them).
+    fn read_guarded(&mut self, ranges: &[Range<u64>], out: &mut [u8]) -> Result<(), BackendError> {
+        let base = self.buffers[Self::slot(FleetBuffer::Mem)].as_mut_ptr() as *const u8;
+        self.guarded_pieces(ranges, |piece, at, open| {
+            let n = (piece.end - piece.start) as usize;
+            let dst = &mut out[at..at + n];
+            // SAFETY: the first `open` bytes of the piece lie in its VM's accessible memory
+            // (the kernel opened its current size), inside the buffer (`check_ranges`).
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    base.add(piece.start as usize),
+                    dst.as_mut_ptr(),
+                    open as usize,
+                )
+            };
+            dst[open as usize..].fill(0);
+            Ok(())
+        })?;
+        self.traffic.from_device += out.len() as u64;
+        self.traffic.transfers += 1;
+        Ok(())
+    }
+
+    /// `write` into a guarded memory buffer: only within each VM's current size.
+    fn write_guarded(&mut self, ranges: &[Range<u64>], data: &[u8]) -> Result<(), BackendError> {
+        let base = self.buffers[Self::slot(FleetBuffer::Mem)].as_mut_ptr();
+        self.guarded_pieces(ranges, |piece, at, open| {
+            let n = piece.end - piece.start;
+            if open < n {
+                return Err(BackendError::Launch(format!(
+                    "a write of {n} bytes at byte {} of the memory buffer reaches past its \
+                     VM's memory",
+                    piece.start
+                )));
+            }
+            // SAFETY: the whole piece lies in its VM's accessible memory, inside the buffer.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data[at..].as_ptr(),
+                    base.add(piece.start as usize),
+                    n as usize,
+                )
+            };
+            Ok(())
+        })
+    }
+}
+
 impl DeviceFleet for CpuFleet {
     fn shape(&self) -> &FleetShape {
         &self.shape
@@ -117,6 +217,9 @@ impl DeviceFleet for CpuFleet {
         out: &mut [u8],
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, out.len())?;
+        if buffer == FleetBuffer::Mem && self.shape.layout.guard_regions {
+            return self.read_guarded(ranges, out);
+        }
         let src = self.buffers[Self::slot(buffer)].as_slice();
         let mut at = 0;
         for r in ranges {
@@ -136,12 +239,16 @@ impl DeviceFleet for CpuFleet {
         data: &[u8],
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, data.len())?;
-        let dst = self.buffers[Self::slot(buffer)].as_mut_slice();
-        let mut at = 0;
-        for r in ranges {
-            let n = (r.end - r.start) as usize;
-            dst[r.start as usize..r.end as usize].copy_from_slice(&data[at..at + n]);
-            at += n;
+        if buffer == FleetBuffer::Mem && self.shape.layout.guard_regions {
+            self.write_guarded(ranges, data)?;
+        } else {
+            let dst = self.buffers[Self::slot(buffer)].as_mut_slice();
+            let mut at = 0;
+            for r in ranges {
+                let n = (r.end - r.start) as usize;
+                dst[r.start as usize..r.end as usize].copy_from_slice(&data[at..at + n]);
+                at += n;
+            }
         }
         if buffer == FleetBuffer::Mem {
             let map = self.dirty_map();

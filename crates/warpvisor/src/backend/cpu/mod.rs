@@ -4,6 +4,7 @@
 mod compiler;
 mod direct;
 mod fleet;
+mod guard;
 mod pool;
 
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use super::{
     downcast, Backend, BackendError, DeviceFleet, ImportService, Kernel, LaunchTimes, VmmOnly,
 };
 use crate::abi::{FleetShape, HostLaunch, HostServices};
-use crate::codegen::{CallMode, KernelOptions};
+use crate::codegen::{CallMode, KernelOptions, MemoryChecks};
 
 pub use direct::{NATIVE_BYTES_PER_STACK_WORD, WORKER_STACK_BYTES};
 
@@ -60,10 +61,21 @@ impl Backend for CpuBackend {
         };
         let launch = entry(b"wv_launch\0")?;
         let reset = entry(b"wv_reset_launch\0")?;
+        let fault_unwind = if options.memory_checks == MemoryChecks::Guard {
+            guard::install()?;
+            // SAFETY: guarded kernels define `void wv_fault_unwind(uint64_t)` (prelude.h).
+            let f = unsafe { library.get::<guard::FaultUnwindFn>(b"wv_fault_unwind\0") }
+                .map(|f| *f)
+                .map_err(|e| BackendError::Launch(format!("kernel has no fault entry: {e}")))?;
+            Some(f)
+        } else {
+            None
+        };
         Ok(Arc::new(CpuKernel {
             _library: library,
             launch,
             reset,
+            fault_unwind,
             direct: options.calls == CallMode::Direct,
             pool: self.pool.clone(),
         }))
@@ -106,6 +118,8 @@ struct CpuKernel {
     _library: libloading::Library,
     launch: LaunchFn,
     reset: LaunchFn,
+    /// `wv_fault_unwind` of a kernel with guard regions (`MemoryChecks::Guard`).
+    fault_unwind: Option<guard::FaultUnwindFn>,
     /// Whether the kernel makes direct calls: it then runs only on the workers, whose
     /// stacks are sized for its recursion.
     direct: bool,
@@ -131,14 +145,30 @@ impl CpuKernel {
             fleet: fleet.abi(),
             services,
         };
+        // Launches (not resets) of a guarded kernel publish their scope to the fault handler.
+        let guarded = self
+            .fault_unwind
+            .filter(|_| entry as usize == self.launch as usize);
         // Each worker's own copy: the stack floor is the worker's.
         let on_this_thread = |first: u32, end: u32, step: u32| {
             let mut mine = abi;
             mine.services.stack_floor = direct::stack_floor(stack_budget);
+            let mine: *mut HostLaunch = &mut mine;
             // SAFETY: `abi` points into `fleet`, which outlives the call; each worker
             // touches only its own VMs.
             // The kernel writes only the copy's `unwind`.
-            unsafe { entry(&mut mine, first, end, step) };
+            let run = || unsafe { entry(mine, first, end, step) };
+            match guarded {
+                Some(unwind) => guard::with_scope(
+                    mine,
+                    abi.fleet.mem,
+                    abi.fleet.num_vms,
+                    abi.fleet.mem_stride,
+                    unwind,
+                    run,
+                ),
+                None => run(),
+            }
         };
         let n = abi.fleet.num_vms;
         if (n <= 1 && !self.direct) || self.pool.is_worker() {

@@ -480,6 +480,7 @@ mod tests {
                 max_pages: 1,
                 stack_words: 16,
                 num_globals: 2,
+                guard_regions: false,
             },
             num_tables: 1,
             table_words: 4,

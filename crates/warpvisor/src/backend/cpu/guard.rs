@@ -1,0 +1,211 @@
+//! Guard regions (`MemoryChecks::Guard`): the fault handler that turns a VM's access outside
+//! its memory into that VM's `memory_out_of_bounds` trap, and the reservation that makes such
+//! an access fault.
+//!
+//! A guarded fleet's memory buffer is one `PROT_NONE` reservation of
+//! [`GUARD_STRIDE`](crate::layout::GUARD_STRIDE) bytes per VM; the kernel makes a VM's current
+//! size readable and writable (`wv_guard_resize` in the prelude, on reset and `memory.grow`).
+//! While a worker runs a guarded kernel it publishes a [`GuardScope`] in a thread-local: the
+//! fleet's memory range and the worker's launch argument, whose `unwind` is the running VM's
+//! unwind point. The `SIGSEGV` handler acts only when the faulting thread has a scope and the
+//! address lies in that range; it records the trap in the VM's control block and resumes the
+//! thread at the kernel's `wv_fault_unwind(point)`, as if the faulting instruction had called
+//! it, so the handler itself returns normally. Every other fault goes to the handler that was
+//! installed before (wasmtime's, when wasmtime runs in the same process) or to the default
+//! action.
+
+use std::cell::Cell;
+use std::ptr;
+use std::sync::OnceLock;
+
+use crate::abi::codes::{status, trap_code};
+use crate::abi::{HostLaunch, VmControl};
+use crate::backend::BackendError;
+use crate::vmm::TrapKind;
+
+/// `void wv_fault_unwind(uint64_t point)`: the kernel's resumption after a guard fault.
+pub type FaultUnwindFn = unsafe extern "C" fn(u64) -> !;
+
+/// What the fault handler needs about the launch running on this thread.
+pub(super) struct GuardScope {
+    /// First byte of the fleet's memory reservation.
+    mem: usize,
+    /// One past its last byte.
+    end: usize,
+    /// Bytes per VM.
+    stride: usize,
+    /// This worker's launch argument (its `services.unwind` is the running VM's unwind point).
+    launch: *const HostLaunch,
+    /// The kernel's `wv_fault_unwind`.
+    unwind: FaultUnwindFn,
+}
+
+thread_local! {
+    /// The guarded launch this thread is running, if any (null otherwise, and while it serves
+    /// a host call).
+    static SCOPE: Cell<*const GuardScope> = const { Cell::new(ptr::null()) };
+}
+
+/// The handler that was installed before ours.
+static PREVIOUS: OnceLock<Result<libc::sigaction, String>> = OnceLock::new();
+
+/// Installs the fault handler once per process; an error when the system refused.
+pub(super) fn install() -> Result<(), BackendError> {
+    let installed = PREVIOUS.get_or_init(|| {
+        // SAFETY: a zeroed sigaction is a valid value to fill; `on_fault` has the
+        // SA_SIGINFO signature; the previous action is read into `previous`.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_fault as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut previous: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGSEGV, &action, &mut previous) != 0 {
+                return Err(std::io::Error::last_os_error().to_string());
+            }
+            Ok(previous)
+        }
+    });
+    installed
+        .as_ref()
+        .map(|_| ())
+        .map_err(|e| BackendError::Launch(format!("cannot install the guard-fault handler: {e}")))
+}
+
+/// Runs `body` with `launch` (this worker's launch argument over a guarded memory buffer of
+/// `num_vms` × `stride` bytes at `mem`) published to the fault handler.
+pub(super) fn with_scope<R>(
+    launch: *const HostLaunch,
+    mem: *mut u8,
+    num_vms: u32,
+    stride: u64,
+    unwind: FaultUnwindFn,
+    body: impl FnOnce() -> R,
+) -> R {
+    let scope = GuardScope {
+        mem: mem as usize,
+        end: (mem as usize).saturating_add((num_vms as u64 * stride) as usize),
+        stride: stride as usize,
+        launch,
+        unwind,
+    };
+    let previous = SCOPE.with(|s| s.replace(&scope));
+    let result = body();
+    SCOPE.with(|s| s.set(previous));
+    result
+}
+
+/// Runs `body` (a host call from inside a guarded launch) with no scope published: a fault in
+/// the host's own code is never taken for a VM's.
+pub(super) fn outside_scope<R>(body: impl FnOnce() -> R) -> R {
+    let previous = SCOPE.with(|s| s.replace(ptr::null()));
+    let result = body();
+    SCOPE.with(|s| s.set(previous));
+    result
+}
+
+/// The `SIGSEGV` handler.
+extern "C" fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    // SAFETY: the kernel passes a valid siginfo and ucontext for an SA_SIGINFO handler; the
+    // scope outlives the launch it describes (see `with_scope`).
+    unsafe {
+        if take_as_trap(info, context) {
+            return;
+        }
+        chain(signal, info, context);
+    }
+}
+
+/// Records the trap and redirects the thread when the fault is a guarded VM's.
+///
+/// # Safety
+/// `info` and `context` must be the handler's arguments.
+unsafe fn take_as_trap(info: *mut libc::siginfo_t, context: *mut libc::c_void) -> bool {
+    let scope = SCOPE.with(Cell::get);
+    if scope.is_null() || info.is_null() || context.is_null() {
+        return false;
+    }
+    // SAFETY: a non-null scope is the one `with_scope` published on this thread, alive.
+    let scope = unsafe { &*scope };
+    // SAFETY: `info` is the handler's siginfo.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    if addr < scope.mem || addr >= scope.end || scope.stride == 0 {
+        return false;
+    }
+    // SAFETY: the launch argument is this worker's, alive during the launch.
+    let launch = unsafe { &*scope.launch };
+    let point = launch.services.unwind;
+    let vm = (addr - scope.mem) / scope.stride;
+    if point == 0 || vm >= launch.fleet.num_vms as usize {
+        return false;
+    }
+    // SAFETY: `vm` is a VM of the fleet, whose control blocks `vms` points to; this worker
+    // runs it, so no one else writes its block now.
+    unsafe {
+        let v: *mut VmControl = launch.fleet.vms.add(vm);
+        ptr::addr_of_mut!((*v).status).write_volatile(status::TRAPPED);
+        ptr::addr_of_mut!((*v).trap)
+            .write_volatile(trap_code(TrapKind::MemoryOutOfBounds).unwrap_or(0));
+    }
+    redirect(context, scope.unwind, point);
+    true
+}
+
+/// Makes the interrupted thread continue in `unwind(point)` as if it had called it: below the
+/// red zone, with the stack aligned as at a call.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn redirect(context: *mut libc::c_void, unwind: FaultUnwindFn, point: u64) {
+    let uc = context.cast::<libc::ucontext_t>();
+    // SAFETY: `context` is the handler's ucontext; the registers are plain integers.
+    unsafe {
+        let regs = &mut (*uc).uc_mcontext.gregs;
+        let sp = regs[libc::REG_RSP as usize] as u64;
+        let sp = ((sp - 128 - 64) & !15) - 8;
+        regs[libc::REG_RSP as usize] = sp as i64;
+        regs[libc::REG_RDI as usize] = point as i64;
+        regs[libc::REG_RIP as usize] = unwind as usize as i64;
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn redirect(_: *mut libc::c_void, _: FaultUnwindFn, _: u64) {
+    // Kernels refuse guard regions elsewhere (MemoryChecks::guard_unsupported).
+    std::process::abort();
+}
+
+/// Passes a fault that is not a guarded VM's to the handler installed before ours.
+///
+/// # Safety
+/// The arguments must be the handler's.
+unsafe fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    let previous = match PREVIOUS.get() {
+        Some(Ok(p)) => *p,
+        _ => return restore_default(signal),
+    };
+    let handler = previous.sa_sigaction;
+    if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
+        // Returning re-executes the faulting instruction under the default action.
+        return restore_default(signal);
+    }
+    // SAFETY: the previous handler was installed for this signal with these flags.
+    unsafe {
+        if previous.sa_flags & libc::SA_SIGINFO != 0 {
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                std::mem::transmute(handler);
+            f(signal, info, context);
+        } else {
+            let f: extern "C" fn(libc::c_int) = std::mem::transmute(handler);
+            f(signal);
+        }
+    }
+}
+
+/// Puts the default action back for `signal`.
+fn restore_default(signal: libc::c_int) {
+    // SAFETY: a zeroed sigaction with SIG_DFL is valid.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = libc::SIG_DFL;
+        libc::sigaction(signal, &action, ptr::null_mut());
+    }
+}
