@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use warpvisor::codegen::CallMode;
+use warpvisor::codegen::{CallMode, MemoryChecks};
 use warpvisor_bench::platform::Platform;
 use warpvisor_bench::report::{chart, markdown};
 use warpvisor_bench::settings::Settings;
@@ -67,6 +67,10 @@ struct Args {
     /// device backends always use continuations).
     #[arg(long, value_name = "MODE")]
     calls: Option<String>,
+    /// How warpvisor-cpu's kernels check memory accesses: `guard` (default with direct calls
+    /// and interleave 0) or `explicit`.
+    #[arg(long, value_name = "MODE")]
+    memory_checks: Option<String>,
     /// Skip the memcopy, transfer and wasm2c microbenchmarks.
     #[arg(long, conflicts_with = "micro_only")]
     no_micro: bool,
@@ -126,6 +130,11 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
         s.cpu_calls = CallMode::from_name(name).ok_or_else(|| {
             anyhow::anyhow!("--calls must be `direct` or `continuations`, not `{name}`")
         })?;
+    }
+    if let Some(name) = &a.memory_checks {
+        s.memory_checks = Some(MemoryChecks::from_name(name).ok_or_else(|| {
+            anyhow::anyhow!("--memory-checks must be `guard` or `explicit`, not `{name}`")
+        })?);
     }
     s.micro = !a.no_micro;
     s.micro_only = a.micro_only;

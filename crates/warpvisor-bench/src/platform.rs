@@ -9,7 +9,7 @@ use warpvisor::backend::cuda::CudaBackend;
 use warpvisor::backend::opencl::OpenClBackend;
 use warpvisor::backend::select::{self, BackendKind};
 use warpvisor::backend::Backend;
-use warpvisor::codegen::{CallMode, Dialect, KernelOptions};
+use warpvisor::codegen::{CallMode, Dialect, KernelOptions, MemoryChecks};
 
 use crate::settings::Settings;
 
@@ -229,7 +229,7 @@ fn open_backend(
 /// CPUs) elsewhere unless `--interleave` says otherwise; warpvisor's partition defaults.
 fn kernel_options(kind: BackendKind, gpu: bool, settings: &Settings) -> KernelOptions {
     let dialect = kind.dialect().unwrap_or(Dialect::C);
-    KernelOptions {
+    let mut options = KernelOptions {
         dialect,
         interleave: settings.interleave.unwrap_or(if gpu { 8 } else { 0 }),
         opt_level: settings.opt_level,
@@ -242,7 +242,12 @@ fn kernel_options(kind: BackendKind, gpu: bool, settings: &Settings) -> KernelOp
             CallMode::Continuations
         },
         ..KernelOptions::default()
-    }
+    };
+    options.memory_checks = match settings.memory_checks {
+        Some(m) if dialect == Dialect::C => m,
+        _ => MemoryChecks::default_for(&options),
+    };
+    options
 }
 
 #[cfg(test)]

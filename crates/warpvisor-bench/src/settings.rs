@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use warpvisor::codegen::CallMode;
+use warpvisor::codegen::{CallMode, MemoryChecks};
 
 use crate::platform::Platform;
 
@@ -35,6 +35,9 @@ pub struct Settings {
     pub partition_ops: Option<u32>,
     /// How `warpvisor-cpu`'s kernels make calls (device backends use continuations).
     pub cpu_calls: CallMode,
+    /// How `warpvisor-cpu`'s kernels check memory accesses (default: guard regions where they
+    /// apply, `MemoryChecks::default_for`).
+    pub memory_checks: Option<MemoryChecks>,
     /// Run the microbenchmarks.
     pub micro: bool,
     /// Run only the microbenchmarks (not the ten benchmarks).
@@ -61,6 +64,7 @@ impl Settings {
             opt_level: 2,
             partition_ops: None,
             cpu_calls: CallMode::Direct,
+            memory_checks: None,
             micro: true,
             micro_only: false,
             micro_vms: 64,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use arbitrary::Unstructured;
 use wasmtime::{Engine, Instance, Store, Val};
 
-use warpvisor::codegen::{CallMode, KernelOptions};
+use warpvisor::codegen::{CallMode, KernelOptions, MemoryChecks};
 use warpvisor::frontend::ExportKind;
 use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, TrapKind, Value, VmmError};
 
@@ -194,13 +194,15 @@ fn compare(
     // warpvisor
     // Every seed exercises one interleave (0, 4 or 8); odd seeds split the kernel into
     // partitions of at most 40 operators.
-    let options = KernelOptions {
+    let mut options = KernelOptions {
         dialect: common::dialect(backend),
         interleave: [0, 4, 8][(seed % 3) as usize],
         partition_ops: if seed % 2 == 1 { 40 } else { 0 },
         calls,
         ..KernelOptions::default()
     };
+    // Guard regions wherever they apply (direct calls, interleave 0): the cpu default.
+    options.memory_checks = MemoryChecks::default_for(&options);
     let program = Program::compile(wasm, &options, common::backend(backend).as_ref())
         .map_err(|e| format!("warpvisor rejects: {e}"))?;
     let program = Arc::new(program);

@@ -4,7 +4,7 @@ mod common;
 
 use std::sync::Arc;
 
-use warpvisor::codegen::{CallMode, KernelOptions};
+use warpvisor::codegen::{CallMode, KernelOptions, MemoryChecks};
 use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, TrapKind, Value};
 
 fn fleet(wat: &str, interleave: u32, num_vms: u32) -> Fleet {
@@ -432,43 +432,53 @@ fn a_reset_restores_every_byte_any_write_changed() {
           (local.set $i (i32.add (local.get $i) (i32.const 1)))
           (br $next)))
         (i64.xor (local.get $h) (i64.extend_i32_u (memory.size)))))"#;
-    for calls in [CallMode::Direct, CallMode::Continuations] {
-        for interleave in [0, 8] {
-            let options = KernelOptions {
-                interleave,
-                calls,
-                ..KernelOptions::default()
-            };
-            let program = Arc::new(
-                Program::compile(wat.as_bytes(), &options, common::cpu().as_ref()).unwrap(),
+    // Guard regions (direct calls, interleave 0) open and close pages on reset and growth.
+    let modes = [
+        (CallMode::Direct, 0, MemoryChecks::Guard),
+        (CallMode::Direct, 0, MemoryChecks::Explicit),
+        (CallMode::Direct, 8, MemoryChecks::Explicit),
+        (CallMode::Continuations, 0, MemoryChecks::Explicit),
+        (CallMode::Continuations, 8, MemoryChecks::Explicit),
+    ];
+    for (calls, interleave, memory_checks) in modes {
+        let options = KernelOptions {
+            interleave,
+            calls,
+            memory_checks,
+            ..KernelOptions::default()
+        };
+        let program =
+            Arc::new(Program::compile(wat.as_bytes(), &options, common::cpu().as_ref()).unwrap());
+        let config = FleetConfig {
+            num_vms: 4,
+            max_memory_pages: 8,
+            ..FleetConfig::default()
+        };
+        let imports = Imports {
+            host: Box::new(Writer),
+            ..Imports::default()
+        };
+        let mut f = Fleet::new(program, config, imports).unwrap();
+        let run = format!(
+            "{} calls, interleave {interleave}, {} checks",
+            calls.name(),
+            memory_checks.name()
+        );
+        let fresh = f.invoke("digest", &vec![Vec::new(); 4]).unwrap();
+        for round in 1..=3 {
+            let seeds: Vec<Vec<Value>> = (0..4)
+                .map(|vm| vec![Value::I32(0x1234 + vm + round)])
+                .collect();
+            let o = f.invoke("scribble", &seeds).unwrap();
+            assert!(
+                o.iter().all(|o| *o == Outcome::Returned(Vec::new())),
+                "{run}: {o:?}"
             );
-            let config = FleetConfig {
-                num_vms: 4,
-                max_memory_pages: 8,
-                ..FleetConfig::default()
-            };
-            let imports = Imports {
-                host: Box::new(Writer),
-                ..Imports::default()
-            };
-            let mut f = Fleet::new(program, config, imports).unwrap();
-            let run = format!("{} calls, interleave {interleave}", calls.name());
-            let fresh = f.invoke("digest", &vec![Vec::new(); 4]).unwrap();
-            for round in 1..=3 {
-                let seeds: Vec<Vec<Value>> = (0..4)
-                    .map(|vm| vec![Value::I32(0x1234 + vm + round)])
-                    .collect();
-                let o = f.invoke("scribble", &seeds).unwrap();
-                assert!(
-                    o.iter().all(|o| *o == Outcome::Returned(Vec::new())),
-                    "{run}: {o:?}"
-                );
-                let dirty = f.invoke("digest", &vec![Vec::new(); 4]).unwrap();
-                assert_ne!(dirty, fresh, "{run}: the writes changed nothing");
-                f.reset().unwrap();
-                let again = f.invoke("digest", &vec![Vec::new(); 4]).unwrap();
-                assert_eq!(again, fresh, "{run}, round {round}");
-            }
+            let dirty = f.invoke("digest", &vec![Vec::new(); 4]).unwrap();
+            assert_ne!(dirty, fresh, "{run}: the writes changed nothing");
+            f.reset().unwrap();
+            let again = f.invoke("digest", &vec![Vec::new(); 4]).unwrap();
+            assert_eq!(again, fresh, "{run}, round {round}");
         }
     }
 }

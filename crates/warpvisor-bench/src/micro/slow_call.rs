@@ -5,7 +5,7 @@
 //! the call, about what the benchmarks' frames hold.
 
 use serde::Serialize;
-use warpvisor::codegen::{CallMode, KernelOptions};
+use warpvisor::codegen::{CallMode, KernelOptions, MemoryChecks};
 use warpvisor::vmm::{Fleet, FleetConfig, Value};
 
 use super::{build, expect_all};
@@ -83,6 +83,7 @@ pub fn run(k: &KernelPlatform, vms: u32, reps: u32) -> Result<SlowCallResult, St
         backend: k.backend.clone(),
         kernel: KernelOptions {
             calls: CallMode::Continuations,
+            memory_checks: MemoryChecks::Explicit,
             ..k.kernel.clone()
         },
     };

@@ -180,12 +180,9 @@ impl FleetArgs {
                 .unwrap_or(dialect.default_partition_ops()),
             memory_checks: MemoryChecks::Explicit,
         };
-        options.memory_checks = self.memory_checks.unwrap_or_else(|| {
-            match MemoryChecks::guard_unsupported(&options) {
-                None => MemoryChecks::Guard,
-                Some(_) => MemoryChecks::Explicit,
-            }
-        });
+        options.memory_checks = self
+            .memory_checks
+            .unwrap_or_else(|| MemoryChecks::default_for(&options));
         options
     }
 

@@ -107,6 +107,14 @@ impl MemoryChecks {
         }
     }
 
+    /// The default for `options`: guard regions where they apply, explicit checks elsewhere.
+    pub fn default_for(options: &KernelOptions) -> Self {
+        match MemoryChecks::guard_unsupported(options) {
+            None => MemoryChecks::Guard,
+            Some(_) => MemoryChecks::Explicit,
+        }
+    }
+
     /// Why `options` cannot use guard regions on this host, if they cannot.
     pub fn guard_unsupported(options: &KernelOptions) -> Option<String> {
         if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {

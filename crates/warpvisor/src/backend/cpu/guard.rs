@@ -105,7 +105,11 @@ pub(super) fn outside_scope<R>(body: impl FnOnce() -> R) -> R {
 }
 
 /// The `SIGSEGV` handler.
-extern "C" fn on_fault(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+extern "C" fn on_fault(
+    signal: libc::c_int,
+    info: *mut libc::siginfo_t,
+    context: *mut libc::c_void,
+) {
     // SAFETY: the kernel passes a valid siginfo and ucontext for an SA_SIGINFO handler; the
     // scope outlives the launch it describes (see `with_scope`).
     unsafe {
