@@ -297,3 +297,58 @@ fn guard_regions_are_refused_where_they_cannot_work() {
         MemoryChecks::Guard
     );
 }
+
+/// Stores through one base local share their dirty-page marks (`codegen/function/marks.rs`):
+/// the first marks the pages 2 KiB around it, the later ones within reach mark nothing. Each
+/// page they write must still be restored by a reset, wherever the base falls in its page.
+#[test]
+fn stores_sharing_marks_are_all_restored_by_a_reset() {
+    let wat = r#"(module (memory 4)
+      (func (export "frame") (param $b i32)
+        (i64.store offset=0 (local.get $b) (i64.const -1))
+        (i64.store offset=2040 (local.get $b) (i64.const -1))
+        (i32.store8 offset=1 (local.get $b) (i32.const 7))
+        (i64.store offset=1024 (local.get $b) (i64.const -1))
+        (i32.store16 offset=2046 (local.get $b) (i32.const -1))
+        (i64.store offset=4 (local.get $b) (i64.const -1)))
+      (func (export "digest") (result i64) (local $i i32) (local $h i64)
+        (local.set $h (i64.const 0xcbf29ce484222325))
+        (block $done (loop $next
+          (br_if $done (i32.ge_u (local.get $i) (i32.const 262144)))
+          (local.set $h (i64.mul (i64.xor (local.get $h) (i64.load8_u (local.get $i)))
+                                 (i64.const 0x100000001b3)))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br $next)))
+        (local.get $h)))"#;
+    // Bases at every distance from a page boundary that matters: the span's pages, the
+    // page the last bytes of a covered store fall in, and the first page of memory.
+    let bases: Vec<i32> = vec![
+        0,
+        2040,
+        2048,
+        4096 - 2048,
+        4096 - 2047,
+        4096 - 8,
+        4096 - 1,
+        8192 + 1000,
+        12288 - 1024,
+        65536 - 2045,
+        131072 - 3000,
+    ];
+    let n = bases.len() as u32;
+    let mut f = fleet(wat, MemoryChecks::Guard, n);
+    let fresh = f.invoke("digest", &vec![Vec::new(); n as usize]).unwrap();
+    for round in 0..2 {
+        let jobs: Vec<Vec<Value>> = bases.iter().map(|&b| vec![Value::I32(b)]).collect();
+        let o = f.invoke("frame", &jobs).unwrap();
+        assert!(o.iter().all(|o| *o == Outcome::Returned(vec![])), "{o:?}");
+        let dirty = f.invoke("digest", &vec![Vec::new(); n as usize]).unwrap();
+        assert!(
+            dirty.iter().zip(&fresh).all(|(d, f)| d != f),
+            "round {round}"
+        );
+        f.reset().unwrap();
+        let again = f.invoke("digest", &vec![Vec::new(); n as usize]).unwrap();
+        assert_eq!(again, fresh, "round {round}: a reset missed a page");
+    }
+}

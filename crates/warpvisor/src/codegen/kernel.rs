@@ -212,7 +212,8 @@ fn emit_partition(
         if (f as usize) < module.imported_funcs {
             out.push_str(&direct_import(ctx, f));
         } else {
-            out.push_str(&FunctionEmitter::new(ctx, f).emit()?);
+            let guard = options.memory_checks == MemoryChecks::Guard;
+            out.push_str(&FunctionEmitter::new(ctx, f, guard).emit()?);
         }
         check_kernel_size(&out, || {
             format!("{} of its {} functions", i + 1, bodies.len())

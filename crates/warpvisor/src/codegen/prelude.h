@@ -225,6 +225,15 @@ __attribute__((noreturn)) void wv_fault_unwind(uint64_t point) { wv_unwind_to(po
 #define WV_STORE(addr, offset, width, value) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
   if (!WV_GUARDED(offset, width) && ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); WV_DIRTY(ea_); \
   wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
+/* Stores of a basic block through the same base local share marks (codegen/function/marks.rs):
+ * the first marks the pages 2 KiB below and above its address (which include its own), the
+ * ones within 2 KiB of it mark nothing. Emitted only where offset + 2 KiB stays within the
+ * guard, so both marks lie in the VM's own slice of the map. */
+#define WV_STORE_SPAN(addr, offset, width, value) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
+  WV_DIRTY(ea_ > 2048 ? ea_ - 2048 : 0); WV_DIRTY(ea_ + 2047); \
+  wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
+#define WV_STORE_MARKED(addr, offset, width, value) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
+  wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
 /* Makes pages [from, to) of VM `vm`'s memory accessible (from < to) or inaccessible
  * (from > to: pages [to, from)); nonzero when the system refused. */
 WV_FN int wv_guard_resize(const wv_fleet *f, uint32_t vm, uint64_t from, uint64_t to) {
