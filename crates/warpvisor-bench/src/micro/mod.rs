@@ -17,6 +17,7 @@ pub mod wasm2c;
 use std::sync::Arc;
 
 use serde::Serialize;
+use warpvisor::codegen::MemoryChecks;
 use warpvisor::vmm::{Outcome, Program, Value};
 
 use crate::platform::KernelPlatform;
@@ -42,6 +43,10 @@ pub struct MicroResults {
 fn build(k: &KernelPlatform, wat: &str, interleave: u32) -> Result<Arc<Program>, String> {
     let mut options = k.kernel.clone();
     options.interleave = interleave;
+    if options.memory_checks == MemoryChecks::Guard {
+        // Guard regions need contiguous memories: other interleaves check explicitly.
+        options.memory_checks = MemoryChecks::default_for(&options);
+    }
     Program::compile(wat.as_bytes(), &options, k.backend.as_ref())
         .map(Arc::new)
         .map_err(|e| format!("{e:#}"))
