@@ -739,14 +739,7 @@ pub(super) fn fastcall_signature(ctx: &ModuleContext<'_, '_>, func: u32) -> Stri
         1 => c_type(ty.results()[0]).to_string(),
         _ => tuple_name(ty.results()),
     };
-    // A recursive fastcall (direct calls) is declared inline: GCC then inlines it into itself
-    // a few levels deep, as it does for wasm2c's smaller functions (fib micro 0.105 -> 0.083 s).
-    let linkage = if ctx.graph.recursive[func as usize] {
-        "WV_FUNC inline"
-    } else {
-        "WV_FUNC"
-    };
-    let mut s = format!("{linkage} {ret} wv_f{func}(wv_fleet *f, uint32_t vm");
+    let mut s = format!("WV_FUNC {ret} wv_f{func}(wv_fleet *f, uint32_t vm");
     for (i, p) in ty.params().iter().enumerate() {
         let _ = write!(s, ", {} l{i}", c_type(*p));
     }
