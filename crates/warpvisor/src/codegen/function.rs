@@ -329,7 +329,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 _ => return Ok(()),
             }
         }
-        self.marks.before(op, numeric::template(op).is_some());
+        self.marks.before(self.op_index);
         match op {
             O::Nop => {}
             O::Unreachable => {

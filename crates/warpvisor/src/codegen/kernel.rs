@@ -207,12 +207,12 @@ fn emit_partition(
     for &s in &dispatchers {
         let _ = writeln!(out, "{};", dispatch_signature(ctx, s));
     }
+    let guard = options.memory_checks == MemoryChecks::Guard;
     for (i, &f) in bodies.iter().enumerate() {
         out.push('\n');
         if (f as usize) < module.imported_funcs {
             out.push_str(&direct_import(ctx, f));
         } else {
-            let guard = options.memory_checks == MemoryChecks::Guard;
             out.push_str(&FunctionEmitter::new(ctx, f, guard).emit()?);
         }
         check_kernel_size(&out, || {

@@ -9,6 +9,7 @@
 use std::any::Any;
 use std::ops::Range;
 
+use crate::abi::fleet::controls_as_bytes_mut;
 use crate::abi::{FleetAbi, FleetBuffer, FleetShape, VmControl, DIRTY_PAGE_SHIFT};
 use crate::backend::{check_ranges, BackendError, DeviceFleet, Traffic, ZeroedBytes};
 use crate::layout::PAGE;
@@ -143,11 +144,12 @@ impl CpuFleet {
             while start < r.end {
                 let vm = start / stride;
                 let vm_end = ((vm + 1) * stride).min(r.end);
-                let at_pages = std::mem::offset_of!(VmControl, mem_pages);
-                let block = vm as usize * std::mem::size_of::<VmControl>() + at_pages;
-                let pages = vms
-                    .get(block..block + 4)
-                    .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                let block = self.shape.control_bytes(vm as u32);
+                let mut control = VmControl::default();
+                if let Some(b) = vms.get(block.start as usize..block.end as usize) {
+                    controls_as_bytes_mut(std::slice::from_mut(&mut control)).copy_from_slice(b);
+                }
+                let pages = control.mem_pages;
                 let open_end = vm * stride + pages as u64 * PAGE;
                 let open = open_end.clamp(start, vm_end) - start;
                 each(start..vm_end, at, open)?;

@@ -128,13 +128,15 @@ struct CpuKernel {
 
 impl CpuKernel {
     /// Runs `entry` over every VM of `fleet`, spread over the workers, with `services`; VMs
-    /// of a kernel with direct calls get `stack_budget` bytes of native stack.
+    /// of a kernel with direct calls get `stack_budget` bytes of native stack; `guarded`: the
+    /// kernel's `wv_fault_unwind` when its guard faults must be taken as traps.
     fn run(
         &self,
         entry: LaunchFn,
         fleet: &mut CpuFleet,
         services: HostServices,
         stack_budget: u64,
+        guarded: Option<guard::FaultUnwindFn>,
     ) -> Result<LaunchTimes, BackendError> {
         let start = Instant::now();
         let services = HostServices {
@@ -145,10 +147,6 @@ impl CpuKernel {
             fleet: fleet.abi(),
             services,
         };
-        // Launches (not resets) of a guarded kernel publish their scope to the fault handler.
-        let guarded = self
-            .fault_unwind
-            .filter(|_| entry as usize == self.launch as usize);
         // Each worker's own copy: the stack floor is the worker's.
         let on_this_thread = |first: u32, end: u32, step: u32| {
             let mut mine = abi;
@@ -208,7 +206,7 @@ impl Kernel for CpuKernel {
     ) -> Result<LaunchTimes, BackendError> {
         let fleet = downcast::<CpuFleet>(fleet, "cpu")?;
         if !self.direct {
-            return self.run(self.launch, fleet, HostServices::default(), 0);
+            return self.run(self.launch, fleet, HostServices::default(), 0, None);
         }
         // The VMs' call stack is native here, in proportion to their continuation stacks.
         let layout = fleet.shape().layout;
@@ -216,12 +214,14 @@ impl Kernel for CpuKernel {
         let abi = fleet.abi();
         let dirty = fleet.dirty_map();
         direct::with_services(&abi, layout, dirty, imports, |services| {
-            self.run(self.launch, fleet, services, budget)
+            // Launches (not resets) of a guarded kernel publish their scope to the fault
+            // handler.
+            self.run(self.launch, fleet, services, budget, self.fault_unwind)
         })
     }
 
     fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
         let fleet = downcast::<CpuFleet>(fleet, "cpu")?;
-        self.run(self.reset, fleet, HostServices::default(), 0)
+        self.run(self.reset, fleet, HostServices::default(), 0, None)
     }
 }

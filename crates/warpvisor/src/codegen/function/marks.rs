@@ -5,11 +5,12 @@
 //! set in between, as compiled Rust addresses its stack frame — mostly land within a few
 //! hundred bytes of each other. The first such store of a basic block marks the pages 2 KiB
 //! below and above its address (`WV_STORE_SPAN`); a later store of the block through the same
-//! base at an offset less than 2 KiB away is covered and marks nothing (`WV_STORE_MARKED`). A mark made
-//! earlier in the block has run whenever the later store runs, because the block has no
-//! entry in between: every operator that is not straight-line code (control flow, calls,
-//! bulk memory) forgets the block's marks. A span costs two marks, so a store makes one only
-//! when a later store of its block may use the same base ([`StoreMarks::plan`] looks ahead).
+//! base at an offset less than 2 KiB away is covered and marks nothing (`WV_STORE_MARKED`).
+//! A mark made earlier in the block has run whenever the later store runs, because the block
+//! has no entry in between: every operator that is not straight-line code (control flow,
+//! calls, bulk memory) forgets the block's marks. A span costs two marks, so a store makes one
+//! only when a later store of its block may use the same base ([`StoreMarks::plan`] looks
+//! ahead once over the function, and also notes where blocks end).
 
 use std::collections::{HashMap, HashSet};
 
@@ -56,6 +57,8 @@ pub(super) struct StoreMarks {
     /// For each store (by operator index): the locals that a later `local.get` of its block
     /// reads, unchanged since the store, with a store after that get.
     reused: HashMap<usize, Vec<u32>>,
+    /// For each operator (by index): whether it ends the basic block.
+    ends_block: Vec<bool>,
 }
 
 /// Whether `op` keeps the basic block going (straight-line code, given whether it has a
@@ -87,12 +90,13 @@ impl StoreMarks {
             origins: HashMap::new(),
             spans: HashMap::new(),
             reused: HashMap::new(),
+            ends_block: Vec::new(),
         }
     }
 
-    /// Looks ahead over the function's operators once: for every store, the locals a later
-    /// store of its block may use as base. `straight_line(op)`: whether `op` has a numeric
-    /// template. A heuristic only: a span is sound whatever this says.
+    /// Looks ahead over the function's operators once: where basic blocks end, and for every
+    /// store the locals a later store of its block may use as base (a heuristic only: a span
+    /// is sound whatever it says). `straight_line(op)`: whether `op` has a numeric template.
     pub(super) fn plan(
         &mut self,
         ops: &[Operator<'_>],
@@ -101,10 +105,14 @@ impl StoreMarks {
         if !self.enabled {
             return;
         }
+        self.ends_block = ops
+            .iter()
+            .map(|op| !keeps_block(op, straight_line(op)))
+            .collect();
         let mut gets: HashSet<u32> = HashSet::new();
         let mut store_after = false;
         for (i, op) in ops.iter().enumerate().rev() {
-            if !keeps_block(op, straight_line(op)) {
+            if self.ends_block[i] {
                 gets.clear();
                 store_after = false;
                 continue;
@@ -127,9 +135,10 @@ impl StoreMarks {
         }
     }
 
-    /// Operator `op` is about to be emitted: anything but straight-line code ends the block.
-    pub(super) fn before(&mut self, op: &Operator<'_>, straight_line: bool) {
-        if !keeps_block(op, straight_line) {
+    /// Operator number `index` is about to be emitted: anything but straight-line code ends
+    /// the block (as [`StoreMarks::plan`] found).
+    pub(super) fn before(&mut self, index: usize) {
+        if self.ends_block.get(index).copied().unwrap_or(true) {
             self.origins.clear();
             self.spans.clear();
         }
@@ -142,6 +151,9 @@ impl StoreMarks {
 
     /// `local.get local` pushed its value at `pos`.
     pub(super) fn local_get(&mut self, pos: usize, local: u32) {
+        if !self.enabled {
+            return;
+        }
         if let Some(&v) = self.versions.get(local as usize) {
             self.origins.insert(pos, (local, v));
         }
@@ -257,7 +269,7 @@ mod tests {
         assert_eq!(m.store(0, 0, 9), StoreMark::Own);
         // The block ends at control flow.
         m.local_get(0, 1);
-        m.before(&Operator::End, false);
+        m.before(0);
         m.local_get(0, 1);
         assert_eq!(m.store(0, 0, 9), StoreMark::Span);
         // Offsets near the guard's end mark on their own; disabled marks are always own.
