@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use warpvisor::codegen::{CallMode, Dialect, KernelOptions};
+use warpvisor::codegen::{CallMode, Dialect, KernelOptions, MemoryChecks};
 use warpvisor::vmm::{
     Fleet, FleetConfig, HostFunctions, HostStop, Imports, Outcome, Program, TrapKind, Value,
     VmMemory,
@@ -157,30 +157,51 @@ fn endless_recursion_traps_only_its_vm_in_both_modes() {
 #[test]
 fn the_native_stack_follows_stack_words() {
     // A small budget traps where a large one does not: the floor is --stack-words × 64 bytes
-    // below the launch (at most the worker's stack less the host's reserve).
+    // below the launch (at most the worker's stack less the host's reserve), checked in every
+    // recursive function (explicit checks) or guarded by inaccessible pages below it (guard
+    // regions, 512 KiB further down: the host's room). GCC inlines the recursive function into
+    // itself several levels deep, so a level can take only a few bytes: 300,000 levels
+    // overflow 64 KiB (and the room below it) and fit in 56 MiB.
     let deep = r#"(module (func $d (export "deep") (param i32) (result i32)
         (if (result i32) (i32.eqz (local.get 0)) (then (i32.const 0))
           (else (i32.add (i32.const 1) (call $d (i32.sub (local.get 0) (i32.const 1))))))))"#;
-    let run = |stack_words: u32| {
-        let config = FleetConfig {
-            num_vms: 2,
-            stack_words,
-            ..FleetConfig::default()
+    for checks in [MemoryChecks::Explicit, MemoryChecks::Guard] {
+        let run = |stack_words: u32| {
+            let options = KernelOptions {
+                calls: CallMode::Direct,
+                memory_checks: checks,
+                ..KernelOptions::default()
+            };
+            let program = Program::compile(deep.as_bytes(), &options, common::cpu().as_ref())
+                .unwrap_or_else(|e| panic!("{e}"));
+            let config = FleetConfig {
+                num_vms: 2,
+                stack_words,
+                ..FleetConfig::default()
+            };
+            let mut f = Fleet::new(Arc::new(program), config, Imports::default())
+                .unwrap_or_else(|e| panic!("{e}"));
+            f.invoke("deep", &[vec![Value::I32(300_000)], vec![Value::I32(5)]])
+                .unwrap()
         };
-        let mut f = fleet(
-            deep,
-            CallMode::Direct,
-            config,
-            Box::new(warpvisor::vmm::NoHost),
+        let small = run(1 << 10); // 64 KiB
+        assert_eq!(
+            small[0],
+            Outcome::Trapped(TrapKind::StackOverflow),
+            "{checks:?}"
         );
-        f.invoke("deep", &[vec![Value::I32(5_000)], vec![Value::I32(5)]])
-            .unwrap()
-    };
-    let small = run(1 << 10); // 64 KiB
-    assert_eq!(small[0], Outcome::Trapped(TrapKind::StackOverflow));
-    assert_eq!(small[1], Outcome::Returned(vec![Value::I32(5)]));
-    let large = run(1 << 20); // 64 MiB, capped at the worker's 56 MiB
-    assert_eq!(large[0], Outcome::Returned(vec![Value::I32(5_000)]));
+        assert_eq!(
+            small[1],
+            Outcome::Returned(vec![Value::I32(5)]),
+            "{checks:?}"
+        );
+        let large = run(1 << 20); // 64 MiB, capped at the worker's 56 MiB
+        assert_eq!(
+            large[0],
+            Outcome::Returned(vec![Value::I32(300_000)]),
+            "{checks:?}"
+        );
+    }
 }
 
 /// Waits far beyond the test's timeout on import 0 for odd VMs; returns at once for even ones.

@@ -247,6 +247,9 @@ shared_struct! {
         /// Where a trap in the running VM's fastcalls jumps to (direct calls): the kernel's
         /// own unwind point, set by the kernel for each VM it starts.
         unwind: u64,
+        /// Index of the VM the worker runs (direct calls), set with `unwind`: the fault
+        /// handler's answer to whose native stack overflowed.
+        running: u64,
         /// Address of the fleet's dirty-page map (interleave 0): one byte per
         /// 2^DIRTY_PAGE_SHIFT bytes of the memory buffer, set by every write to guest memory
         /// (kernel and host), so that a reset restores only what a VM wrote. 0: none.

@@ -702,7 +702,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         let comment = format!("/* call {} */", sanitize_comment(&name));
         if !self.ctx.graph.yields[callee as usize] {
             let args = self.call_args(ty.params());
-            let code = self.plain_call(format!("wv_f{callee}(f, vm"), &args, ty.results());
+            let code = self.plain_call(format!("wv_f{callee}(WV_CTX_ARGS"), &args, ty.results());
             self.line(&format!("{code} WV_AFTER_CALL(); {comment}"));
             return Ok(());
         }
@@ -725,7 +725,11 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         }
         // The signature's dispatch function (`kernel::indirect_dispatch`) calls the target.
         let args = self.call_args(ty.params());
-        let code = self.plain_call(format!("wv_ci{sig}(f, vm, callee"), &args, ty.results());
+        let code = self.plain_call(
+            format!("wv_ci{sig}(WV_CTX_ARGS, callee"),
+            &args,
+            ty.results(),
+        );
         self.line(&format!("{code} WV_AFTER_CALL(); /* call_indirect */"));
         Ok(())
     }
@@ -739,7 +743,7 @@ pub(super) fn fastcall_signature(ctx: &ModuleContext<'_, '_>, func: u32) -> Stri
         1 => c_type(ty.results()[0]).to_string(),
         _ => tuple_name(ty.results()),
     };
-    let mut s = format!("WV_FUNC {ret} wv_f{func}(wv_fleet *f, uint32_t vm");
+    let mut s = format!("WV_FUNC {ret} wv_f{func}(WV_CTX_PARAMS");
     for (i, p) in ty.params().iter().enumerate() {
         let _ = write!(s, ", {} l{i}", c_type(*p));
     }

@@ -321,7 +321,7 @@ fn result_type(results: &[wasmparser::ValType]) -> String {
 fn dispatch_signature(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
     let ty = &ctx.sigs.distinct[sig as usize];
     let mut s = format!(
-        "WV_FUNC {} wv_ci{sig}(wv_fleet *f, uint32_t vm, uint32_t callee",
+        "WV_FUNC {} wv_ci{sig}(WV_CTX_PARAMS, uint32_t callee",
         result_type(ty.results())
     );
     for (i, p) in ty.params().iter().enumerate() {
@@ -338,7 +338,7 @@ fn indirect_dispatch(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
     let ty = &ctx.sigs.distinct[sig as usize];
     let args: String = (0..ty.params().len()).map(|i| format!(", l{i}")).collect();
     let mut out = format!(
-        "/* call_indirect {} */\n{} {{\n  switch (callee) {{\n",
+        "/* call_indirect {} */\n{} {{\n  WV_CTX_VIEW();\n  switch (callee) {{\n",
         signature_text(ty),
         dispatch_signature(ctx, sig)
     );
@@ -348,7 +348,7 @@ fn indirect_dispatch(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
         "return "
     };
     for &t in ctx.graph.indirect_targets(sig) {
-        let _ = write!(out, "    case {t}u: {ret}wv_f{t}(f, vm{args});");
+        let _ = write!(out, "    case {t}u: {ret}wv_f{t}(WV_CTX_ARGS{args});");
         out.push_str(if ret.is_empty() { " return;\n" } else { "\n" });
     }
     out.push_str("  }\n  wv_trap(f, vm, WV_TRAP_BAD_SIGNATURE);\n");
@@ -368,7 +368,7 @@ fn direct_import(ctx: &ModuleContext<'_, '_>, import: u32) -> String {
         signature_text(ty),
         fastcall_signature(ctx, import)
     );
-    out.push_str("  uint64_t w_[WV_RET_WORDS] = {0};\n");
+    out.push_str("  WV_CTX_VIEW();\n  uint64_t w_[WV_RET_WORDS] = {0};\n");
     for (i, t) in ty.params().iter().enumerate() {
         let _ = writeln!(out, "  w_[{i}] = wv_enc_{}(l{i});", slot_suffix(*t));
     }
@@ -394,7 +394,7 @@ fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
     let ty = ctx.module.func_type(func);
     let mut out = format!("WV_FUNC void wv_e{func}(wv_fleet *f, uint32_t vm) {{\n");
     out.push_str(
-        "  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  uint32_t fp = v->fp;\n  WV_UNWIND_POINT();\n",
+        "  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  uint32_t fp = v->fp;\n  WV_CTX_ENTER();\n  WV_UNWIND_POINT();\n",
     );
     let args: Vec<String> = ty
         .params()
@@ -403,7 +403,7 @@ fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
         .map(|(i, t)| format!("wv_dec_{}(WV_STK(fp + {}))", slot_suffix(*t), 3 + i))
         .collect();
     let sep = if args.is_empty() { "" } else { ", " };
-    let call = format!("WV_OPAQUE(wv_f{func})(f, vm{sep}{})", args.join(", "));
+    let call = format!("WV_OPAQUE(wv_f{func})(WV_CTX_ARGS{sep}{})", args.join(", "));
     match ty.results().len() {
         0 => {
             let _ = writeln!(out, "  {call};");
@@ -415,7 +415,7 @@ fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
             let _ = writeln!(out, "  {} r_ = {call};", tuple_name(ty.results()));
         }
     }
-    out.push_str("  if (v->status != WV_RUNNING) return;\n");
+    out.push_str("  WV_CTX_LEAVE();\n  if (v->status != WV_RUNNING) return;\n");
     match ty.results().len() {
         0 => {}
         1 => {

@@ -156,6 +156,67 @@ WV_FN void wv_mark_dirty(uint8_t *db, uint64_t ea, uint64_t n) {
 #define WV_MEM_VIEW() WV_GLOBAL uint8_t *const mb = wv_mem_base(f, vm); const uint64_t mrow = wv_mem_row(f); \
   (void)mb; (void)mrow; WV_DIRTY_VIEW()
 
+/* ---- the VM context of direct calls ------------------------------------------------------ */
+/* With direct calls (cpu) a running VM's fastcalls all receive one pointer, `c`, to a context
+ * its entry shim keeps on the stack: the VM's globals themselves (copied in from the fleet when
+ * the shim starts and back at every exit, traps and host stops included), its memory view, its
+ * stack floor and its place in the fleet. Globals at fixed offsets of the pointer a function
+ * receives stay cheap, as wasm2c's instance fields are: reached through a pointer loaded from
+ * the fleet, every global after a store would reload that pointer (fib micro: 3x slower).
+ * Elsewhere (continuations, every device) functions receive the fleet and the VM's index. */
+#if WV_DIRECT_CALLS
+typedef struct wv_ctx {
+  uint64_t g[WV_NUM_GLOBALS];
+  wv_fleet *f;
+  WV_GLOBAL uint8_t *mb;
+  uint8_t *db;
+  uint64_t stack_floor;
+  uint32_t vm;
+} wv_ctx;
+#define WV_CTX_PARAMS wv_ctx *c
+#define WV_CTX_ARGS c
+/* The fleet and the VM's index, for the cold paths (traps, table and bulk operators). */
+#define WV_CTX_VIEW() wv_fleet *const f = c->f; const uint32_t vm = c->vm; (void)f; (void)vm
+/* An entry shim's context: made before its unwind point, left at every exit. */
+#define WV_CTX_ENTER() wv_ctx ctx_; wv_ctx *const c = &ctx_; wv_ctx_enter(c, f, vm)
+#define WV_CTX_LEAVE() wv_ctx_leave(c)
+WV_FN void wv_ctx_enter(wv_ctx *c, wv_fleet *f, uint32_t vm) {
+  for (uint32_t g = 0; g < WV_NUM_GLOBALS; g++) c->g[g] = WV_GLB(g);
+  c->f = f;
+  c->vm = vm;
+  c->mb = wv_mem_base(f, vm);
+#if WV_DIRTY_PAGES
+  c->db = wv_dirty_base(f, vm);
+#else
+  c->db = 0;
+#endif
+  c->stack_floor = f->stack_floor;
+}
+WV_FN void wv_ctx_leave(const wv_ctx *c) {
+  wv_fleet *const f = c->f;
+  const uint32_t vm = c->vm;
+  for (uint32_t g = 0; g < WV_NUM_GLOBALS; g++) WV_GLB(g) = c->g[g];
+}
+#undef WV_GLOBALS_VIEW
+#undef WV_G
+#undef WV_MEM_VIEW
+#define WV_GLOBALS_VIEW() do { } while (0)
+#define WV_G(i) c->g[(i)]
+#define WV_MEM_VIEW() WV_GLOBAL uint8_t *const mb = c->mb; const uint64_t mrow = wv_mem_row(f); \
+  (void)mb; (void)mrow; WV_CTX_DIRTY_VIEW()
+#if WV_DIRTY_PAGES
+#define WV_CTX_DIRTY_VIEW() uint8_t *const db = c->db; (void)db
+#else
+#define WV_CTX_DIRTY_VIEW() do { } while (0)
+#endif
+#else
+#define WV_CTX_PARAMS wv_fleet *f, uint32_t vm
+#define WV_CTX_ARGS f, vm
+#define WV_CTX_VIEW() do { } while (0)
+#define WV_CTX_ENTER() do { } while (0)
+#define WV_CTX_LEAVE() do { } while (0)
+#endif
+
 /* ---- traps ------------------------------------------------------------------------------- */
 WV_FN void wv_trap(const wv_fleet *f, uint32_t vm, uint32_t kind) {
   f->vms[vm].status = WV_TRAPPED;
@@ -165,8 +226,8 @@ WV_FN void wv_trap(const wv_fleet *f, uint32_t vm, uint32_t kind) {
 /* With direct calls a VM's fastcalls are C frames only, down to the entry shim that started
  * them: a trap (or a host stop) jumps straight back to the shim's unwind point, so no caller
  * checks the VM's status after a call. __builtin_setjmp saves only what the jump needs. */
-#define WV_UNWIND_POINT() void *wv_jb_[5]; if (__builtin_setjmp(wv_jb_)) return; \
-  f->unwind = (uint64_t)(uintptr_t)wv_jb_
+#define WV_UNWIND_POINT() void *wv_jb_[5]; if (__builtin_setjmp(wv_jb_)) { WV_CTX_LEAVE(); return; } \
+  f->unwind = (uint64_t)(uintptr_t)wv_jb_; f->running = vm
 /* Out of line, so that the fastcalls stay ordinary functions (an inline jump would give each a
  * non-local exit: a frame pointer and a slower epilogue, 50% slower calls measured). */
 static __attribute__((noinline, noreturn, cold)) void wv_unwind_to(uint64_t point) {
@@ -184,7 +245,14 @@ __attribute__((noreturn)) void wv_fault_unwind(uint64_t point) { wv_unwind_to(po
 #define WV_OPAQUE(fn) fn
 #endif
 #define WV_UNWIND(f) wv_unwind_to((f)->unwind)
-#define WV_TRAP(k) do { wv_trap(f, vm, (k)); WV_UNWIND(f); } while (0)
+/* A trap is one call to a cold function: the fastcalls stay small enough for the compiler to
+ * inline them (into themselves too, as it does wasm2c's recursive functions), and nothing the
+ * trap needs is loaded on the hot path. */
+static __attribute__((noinline, noreturn, cold)) void wv_ctx_trap(const wv_ctx *c, uint32_t kind) {
+  wv_trap(c->f, c->vm, kind);
+  wv_unwind_to(c->f->unwind);
+}
+#define WV_TRAP(k) wv_ctx_trap(c, (k))
 /* After a call: the callee may have grown memory. */
 #define WV_AFTER_CALL() do { msz = WV_MEM_BYTES(); } while (0)
 #else
@@ -423,20 +491,6 @@ typedef uint32_t (*wv_host_fn)(const void *ctx, uint32_t vm, uint32_t import, ui
                                uint32_t nwords);
 typedef struct { wv_host_fn call; const void *ctx; } wv_host;
 
-/* Calls the host for an import and waits: this worker runs the import, then the VM goes on
- * (or stops, and its callers unwind). */
-WV_FN void wv_call_host(wv_fleet *f, uint32_t vm, uint32_t import, uint64_t *words) {
-  WV_GLOBAL wv_vm *v = &f->vms[vm];
-  const wv_host *h = (const wv_host *)(uintptr_t)f->host;
-  v->slow_calls++;
-  v->hypercall = import;
-  if (h == 0 || h->call(h->ctx, vm, import, words, WV_RET_WORDS) != 0) {
-    v->status = WV_TRAPPED;
-    v->trap = 0; /* the host recorded why */
-    WV_UNWIND(f);
-  }
-}
-
 /* Recursion runs on the worker's native stack: a frame below the floor wv_launch set traps.
  * On x86-64 the check reads the stack pointer itself: __builtin_frame_address(0) would give
  * every recursive function a frame pointer (fib micro 0.105 -> 0.103 s). Not a global register
@@ -446,7 +500,39 @@ WV_FN uint64_t wv_stack_address(void) { uint64_t sp; __asm__("movq %%rsp, %0" : 
 #else
 WV_FN uint64_t wv_stack_address(void) { return (uint64_t)(uintptr_t)__builtin_frame_address(0); }
 #endif
-#define WV_STACK_CHECK() do { if (wv_stack_address() < f->stack_floor) WV_TRAP(WV_TRAP_STACK_OVERFLOW); } while (0)
+/* Calls the host for an import and waits: this worker runs the import, then the VM goes on
+ * (or stops, and its callers unwind). */
+WV_FN void wv_call_host(wv_fleet *f, uint32_t vm, uint32_t import, uint64_t *words) {
+  WV_GLOBAL wv_vm *v = &f->vms[vm];
+  const wv_host *h = (const wv_host *)(uintptr_t)f->host;
+#if WV_GUARD_REGIONS
+  /* Recursion is stopped by a guard some way below the floor (WV_STACK_CHECK); the host runs
+   * on this stack too, in the room between floor and guard, so a VM below the floor that
+   * calls the host has overflowed its stack. */
+  if (wv_stack_address() < f->stack_floor) {
+    wv_trap(f, vm, WV_TRAP_STACK_OVERFLOW);
+    WV_UNWIND(f);
+  }
+#endif
+  v->slow_calls++;
+  v->hypercall = import;
+  if (h == 0 || h->call(h->ctx, vm, import, words, WV_RET_WORDS) != 0) {
+    v->status = WV_TRAPPED;
+    v->trap = 0; /* the host recorded why */
+    WV_UNWIND(f);
+  }
+}
+
+#if WV_GUARD_REGIONS
+/* With guard regions the floor is guarded too: for the launch the host makes pages below it
+ * inaccessible, leaving a host call's room between floor and guard (backend/cpu/stack.rs);
+ * kernels probe every page of a large frame (-fstack-clash-protection), and a fault in the
+ * guard becomes the VM's stack_overflow. No check per call, so recursive functions stay small
+ * enough to inline as wasm2c's are. */
+#define WV_STACK_CHECK() do { } while (0)
+#else
+#define WV_STACK_CHECK() do { if (wv_stack_address() < c->stack_floor) WV_TRAP(WV_TRAP_STACK_OVERFLOW); } while (0)
+#endif
 #endif
 
 #if WV_DIRTY_PAGES

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use crate::backend::cache::{self, cache_dir};
 use crate::backend::BackendError;
-use crate::codegen::{CallMode, KernelOptions};
+use crate::codegen::{CallMode, KernelOptions, MemoryChecks};
 
 /// Flags that keep WebAssembly float semantics exact and the C well-defined.
 const FLAGS: &[&str] = &[
@@ -79,6 +79,11 @@ impl CCompiler {
             // A WebAssembly call is a call: a tail call turned into a jump would let endless
             // recursion loop forever instead of exhausting the stack (and trapping).
             f.push("-fno-optimize-sibling-calls".into());
+            if options.memory_checks == MemoryChecks::Guard {
+                // The native stack's floor is a guard of 64 KiB (cpu/stack.rs): no frame may
+                // step over it without touching it.
+                f.push("-fstack-clash-protection".into());
+            }
         }
         f
     }

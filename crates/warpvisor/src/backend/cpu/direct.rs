@@ -39,6 +39,11 @@ pub(super) fn note_worker_stack() {
     STACK_LOW.with(|low| low.set(top.saturating_sub(WORKER_STACK_BYTES)));
 }
 
+/// The lowest address of the calling worker's stack; `None` off the workers.
+pub(super) fn worker_stack_low() -> Option<usize> {
+    Some(STACK_LOW.with(Cell::get)).filter(|&low| low != 0)
+}
+
 /// The native stack floor for VMs launched from here with `budget` bytes of stack: `budget`
 /// below this frame, but never into the host's reserve at the bottom of a worker's stack
 /// (a launch from inside a host call starts deep already). Off the workers, VMs get little.
@@ -97,6 +102,7 @@ pub(super) fn with_services<R>(
         host: &calls as *const HostCalls as u64,
         stack_floor: 0,
         unwind: 0,
+        running: 0,
         dirty: dirty as u64,
     })
 }

@@ -133,13 +133,25 @@ unsafe fn take_as_trap(info: *mut libc::siginfo_t, context: *mut libc::c_void) -
     let scope = unsafe { &*scope };
     // SAFETY: `info` is the handler's siginfo.
     let addr = unsafe { (*info).si_addr() } as usize;
-    if addr < scope.mem || addr >= scope.end || scope.stride == 0 {
-        return false;
-    }
     // SAFETY: the launch argument is this worker's, alive during the launch.
     let launch = unsafe { &*scope.launch };
     let point = launch.services.unwind;
-    let vm = (addr - scope.mem) / scope.stride;
+    let (guard_low, guard_high) = super::stack::active_guard();
+    let (vm, kind, resume_sp) = if addr >= guard_low && addr < guard_high {
+        // The running VM's recursion reached the guard below its stack floor: it resumes in
+        // its own dead frames above the guard.
+        let sp = guard_high + super::stack::RESUME_ABOVE_GUARD;
+        (
+            launch.services.running as usize,
+            TrapKind::StackOverflow,
+            Some(sp as u64),
+        )
+    } else if addr >= scope.mem && addr < scope.end && scope.stride != 0 {
+        let vm = (addr - scope.mem) / scope.stride;
+        (vm, TrapKind::MemoryOutOfBounds, None)
+    } else {
+        return false;
+    };
     if point == 0 || vm >= launch.fleet.num_vms as usize {
         return false;
     }
@@ -148,23 +160,23 @@ unsafe fn take_as_trap(info: *mut libc::siginfo_t, context: *mut libc::c_void) -
     unsafe {
         let v: *mut VmControl = launch.fleet.vms.add(vm);
         ptr::addr_of_mut!((*v).status).write_volatile(status::TRAPPED);
-        ptr::addr_of_mut!((*v).trap)
-            .write_volatile(trap_code(TrapKind::MemoryOutOfBounds).unwrap_or(0));
+        ptr::addr_of_mut!((*v).trap).write_volatile(trap_code(kind).unwrap_or(0));
     }
-    redirect(context, scope.unwind, point);
+    redirect(context, scope.unwind, point, resume_sp);
     true
 }
 
 /// Makes the interrupted thread continue in `unwind(point)` as if it had called it: below the
-/// red zone, with the stack aligned as at a call.
+/// red zone (or at `sp`, when the thread's stack pointer is in a guard), with the stack
+/// aligned as at a call.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn redirect(context: *mut libc::c_void, unwind: FaultUnwindFn, point: u64) {
+fn redirect(context: *mut libc::c_void, unwind: FaultUnwindFn, point: u64, sp: Option<u64>) {
     let uc = context.cast::<libc::ucontext_t>();
     // SAFETY: `context` is the handler's ucontext; the registers are plain integers.
     unsafe {
         let regs = &mut (*uc).uc_mcontext.gregs;
-        let sp = regs[libc::REG_RSP as usize] as u64;
-        let sp = ((sp - 128 - 64) & !15) - 8;
+        let sp = sp.unwrap_or(regs[libc::REG_RSP as usize] as u64 - 128 - 64);
+        let sp = (sp & !15) - 8;
         regs[libc::REG_RSP as usize] = sp as i64;
         regs[libc::REG_RDI as usize] = point as i64;
         regs[libc::REG_RIP as usize] = unwind as usize as i64;
@@ -172,7 +184,7 @@ fn redirect(context: *mut libc::c_void, unwind: FaultUnwindFn, point: u64) {
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-fn redirect(_: *mut libc::c_void, _: FaultUnwindFn, _: u64) {
+fn redirect(_: *mut libc::c_void, _: FaultUnwindFn, _: u64, _: Option<u64>) {
     // Kernels refuse guard regions elsewhere (MemoryChecks::guard_unsupported).
     std::process::abort();
 }

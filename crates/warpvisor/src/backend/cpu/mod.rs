@@ -6,8 +6,9 @@ mod direct;
 mod fleet;
 mod guard;
 mod pool;
+mod stack;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use compiler::CCompiler;
@@ -147,25 +148,40 @@ impl CpuKernel {
             fleet: fleet.abi(),
             services,
         };
+        // A worker that could not guard its stack (guarded kernels only).
+        let failure: Mutex<Option<BackendError>> = Mutex::new(None);
         // Each worker's own copy: the stack floor is the worker's.
         let on_this_thread = |first: u32, end: u32, step: u32| {
             let mut mine = abi;
-            mine.services.stack_floor = direct::stack_floor(stack_budget);
-            let mine: *mut HostLaunch = &mut mine;
-            // SAFETY: `abi` points into `fleet`, which outlives the call; each worker
-            // touches only its own VMs.
-            // The kernel writes only the copy's `unwind`.
-            let run = || unsafe { entry(mine, first, end, step) };
             match guarded {
-                Some(unwind) => guard::with_scope(
-                    mine,
-                    abi.fleet.mem,
-                    abi.fleet.num_vms,
-                    abi.fleet.mem_stride,
-                    unwind,
-                    run,
-                ),
-                None => run(),
+                Some(unwind) => {
+                    // Guarded kernels do not check the floor: the pages below it fault.
+                    let ran = stack::with_guarded_floor(stack_budget, |floor| {
+                        mine.services.stack_floor = floor;
+                        let mine: *mut HostLaunch = &mut mine;
+                        // SAFETY: `abi` points into `fleet`, which outlives the call; each
+                        // worker touches only its own VMs. The kernel writes only the copy's
+                        // `unwind` and `running`.
+                        let run = || unsafe { entry(mine, first, end, step) };
+                        guard::with_scope(
+                            mine,
+                            abi.fleet.mem,
+                            abi.fleet.num_vms,
+                            abi.fleet.mem_stride,
+                            unwind,
+                            run,
+                        )
+                    });
+                    if let Err(e) = ran {
+                        *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                    }
+                }
+                None => {
+                    mine.services.stack_floor = direct::stack_floor(stack_budget);
+                    let mine: *mut HostLaunch = &mut mine;
+                    // SAFETY: as above.
+                    unsafe { entry(mine, first, end, step) };
+                }
             }
         };
         let n = abi.fleet.num_vms;
@@ -179,6 +195,9 @@ impl CpuKernel {
             self.pool
                 .run(workers as usize, &|w| on_this_thread(w as u32, n, workers))
                 .map_err(BackendError::Launch)?;
+        }
+        if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            return Err(e);
         }
         // The kernel works on the host's buffers: nothing is transferred.
         Ok(LaunchTimes {

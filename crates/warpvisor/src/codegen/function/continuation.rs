@@ -217,6 +217,7 @@ impl FunctionEmitter<'_, '_> {
         } else {
             let _ = writeln!(out, "/* func {} \"{name}\" {sig}: fastcall */", self.func);
             let _ = writeln!(out, "{} {{", super::fastcall_signature(self.ctx, self.func));
+            out.push_str("  WV_CTX_VIEW();\n");
         }
         out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
         out.push_str("  uint64_t msz = WV_MEM_BYTES();\n");
