@@ -89,16 +89,24 @@ typedef long int64_t;
 #define wv_clz64(x) ((ulong)clz((ulong)(x)))
 #define wv_ctz64(x) ((ulong)popcount((ulong)(~(x) & ((x) - 1ul))))
 #define wv_popcnt64(x) ((ulong)popcount((ulong)(x)))
-/* Raw math (overloaded for float and double); the prelude adds WebAssembly's NaN rules. */
-#define wv_raw_ceilf ceil
-#define wv_raw_floorf floor
-#define wv_raw_truncf trunc
-#define wv_raw_nearestf rint
+/* Raw math (overloaded for float and double); the prelude adds WebAssembly's NaN rules.
+ * PoCL's ceil, floor, trunc and rint (SLEEF's portable C) convert x (a double: x / 2^31) to int
+ * before they check whether x is already integral: undefined beyond int's range (poison in
+ * LLVM). rint branches on it, so LLVM took any path that rounds a large constant as unreachable
+ * and dropped the code before it (docs/opencl.md, "Known issues"). A float of magnitude at
+ * least 2^23 (a double: 2^52), infinities included, is integral: it is returned as it is, and
+ * the library only ever sees values it converts within range. */
+#define WV_ROUND_F32(fn, x) ((as_uint(x) & 0x7fffffffu) < 0x4b000000u ? fn(x) : (x))
+#define WV_ROUND_F64(fn, x) ((as_ulong(x) & 0x7fffffffffffffffull) < 0x4330000000000000ull ? fn(x) : (x))
+WV_FN float wv_raw_ceilf(float x) { return WV_ROUND_F32(ceil, x); }
+WV_FN float wv_raw_floorf(float x) { return WV_ROUND_F32(floor, x); }
+WV_FN float wv_raw_truncf(float x) { return WV_ROUND_F32(trunc, x); }
+WV_FN float wv_raw_nearestf(float x) { return WV_ROUND_F32(rint, x); }
 #define wv_raw_sqrtf sqrt
-#define wv_raw_ceil ceil
-#define wv_raw_floor floor
-#define wv_raw_trunc trunc
-#define wv_raw_nearest rint
+WV_FN double wv_raw_ceil(double x) { return WV_ROUND_F64(ceil, x); }
+WV_FN double wv_raw_floor(double x) { return WV_ROUND_F64(floor, x); }
+WV_FN double wv_raw_trunc(double x) { return WV_ROUND_F64(trunc, x); }
+WV_FN double wv_raw_nearest(double x) { return WV_ROUND_F64(rint, x); }
 #define wv_raw_sqrt sqrt
 #define wv_f32_convert_u64(x) ((float)(ulong)(x))
 #define wv_f64_convert_u64(x) ((double)(ulong)(x))
