@@ -669,7 +669,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         args
     }
 
-    /// A plain C call: `head` is the callee and its leading arguments (`wv_f3(f, vm`),
+    /// A plain C call: `head` is the callee and its leading arguments (`wv_f3(WV_CTX_ARGS`),
     /// `args` the rest; pushes the results.
     fn plain_call(&mut self, head: String, args: &[String], results: &[ValType]) -> String {
         let mut call = head;

@@ -317,7 +317,8 @@ fn result_type(results: &[wasmparser::ValType]) -> String {
     }
 }
 
-/// `WV_FUNC RET wv_ciS(wv_fleet *f, uint32_t vm, uint32_t callee, T0 l0, ...)`.
+/// `WV_FUNC RET wv_ciS(WV_CTX_PARAMS, uint32_t callee, T0 l0, ...)`: `WV_CTX_PARAMS` is the
+/// VM context with direct calls, the fleet and the VM index elsewhere.
 fn dispatch_signature(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
     let ty = &ctx.sigs.distinct[sig as usize];
     let mut s = format!(

@@ -344,7 +344,7 @@ mod tests {
             c.contains("/* func 0 \"leaf\" (i32) -> (i32): fastcall */"),
             "{c}"
         );
-        assert!(c.contains("WV_FUNC uint32_t wv_f0(wv_fleet *f, uint32_t vm, uint32_t l0)"));
+        assert!(c.contains("WV_FUNC uint32_t wv_f0(WV_CTX_PARAMS, uint32_t l0)"));
         assert!(c.contains("/* func 1 \"rec\" (i32) -> (i32): continuation"));
         assert!(c.contains("WV_FUNC void wv_k1(wv_fleet *f, uint32_t vm)"));
         assert!(

@@ -120,6 +120,10 @@ extern "C" fn on_fault(
     }
 }
 
+/// Stack an overflowed VM's resumption (`wv_fault_unwind` and the jump) may use below its
+/// entry shim's frame.
+const SHIM_CLEARANCE: u64 = 1024;
+
 /// Records the trap and redirects the thread when the fault is a guarded VM's.
 ///
 /// # Safety
@@ -137,14 +141,22 @@ unsafe fn take_as_trap(info: *mut libc::siginfo_t, context: *mut libc::c_void) -
     let launch = unsafe { &*scope.launch };
     let point = launch.services.unwind;
     let (guard_low, guard_high) = super::stack::active_guard();
-    let (vm, kind, resume_sp) = if addr >= guard_low && addr < guard_high {
-        // The running VM's recursion reached the guard below its stack floor: it resumes in
-        // its own dead frames above the guard.
-        let sp = guard_high + super::stack::RESUME_ABOVE_GUARD;
+    let (vm, kind, resume_sp) = if addr >= guard_low && addr < guard_high && point != 0 {
+        // The running VM's recursion reached the guard below its stack floor. Its stack
+        // pointer is in the guard, so it resumes just below its entry shim's frame: every
+        // frame there is dead once the shim's unwind point is taken. The point is the shim's
+        // `__builtin_setjmp` buffer, whose third word is the shim's stack pointer (GCC and
+        // Clang on x86-64: frame pointer, resume address, stack pointer).
+        // SAFETY: `point` addresses the running shim's buffer, on this thread's live stack.
+        let shim_sp = unsafe { (point as *const u64).add(2).read() };
+        let sp = shim_sp.saturating_sub(SHIM_CLEARANCE);
+        if sp <= guard_high as u64 + SHIM_CLEARANCE {
+            return false;
+        }
         (
             launch.services.running as usize,
             TrapKind::StackOverflow,
-            Some(sp as u64),
+            Some(sp),
         )
     } else if addr >= scope.mem && addr < scope.end && scope.stride != 0 {
         let vm = (addr - scope.mem) / scope.stride;

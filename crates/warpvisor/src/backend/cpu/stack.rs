@@ -27,10 +27,6 @@ pub const STACK_GUARD_BYTES: usize = 64 << 10;
 /// between the floor and the guard: a host call starts above the floor.
 pub const HOST_CALL_STACK_BYTES: u64 = 512 << 10;
 
-/// Where the fault handler resumes an overflowed VM: this far above the guard, in the VM's own
-/// dead frames (every entry shim is at least [`HOST_CALL_STACK_BYTES`] above the guard).
-pub(super) const RESUME_ABOVE_GUARD: usize = 32 << 10;
-
 /// Bytes of the alternate signal stack each worker gets for the fault handler.
 const ALT_STACK_BYTES: usize = 64 << 10;
 
@@ -81,12 +77,8 @@ pub(super) fn with_guarded_floor<R>(
             "no room for a stack guard below the floor {floor:#x} on this worker"
         )));
     }
-    let guard = Protected::new(low as usize, STACK_GUARD_BYTES)?;
-    GUARD.with(|g| g.set((low as usize, high as usize)));
-    let result = body(high + HOST_CALL_STACK_BYTES);
-    GUARD.with(|g| g.set((0, 0)));
-    drop(guard);
-    Ok(result)
+    let _guard = Protected::new(low as usize, STACK_GUARD_BYTES)?;
+    Ok(body(high + HOST_CALL_STACK_BYTES))
 }
 
 /// Pages made inaccessible until dropped.
@@ -96,6 +88,7 @@ struct Protected {
 }
 
 impl Protected {
+    /// Protects `[addr, addr + len)` and publishes it as this thread's guard.
     fn new(addr: usize, len: usize) -> Result<Self, BackendError> {
         // SAFETY: `[addr, addr + len)` lies in this thread's stack below every live frame
         // (below the floor); nothing uses it until the guard is dropped.
@@ -106,12 +99,15 @@ impl Protected {
                 std::io::Error::last_os_error()
             )));
         }
+        GUARD.with(|g| g.set((addr, addr + len)));
         Ok(Protected { addr, len })
     }
 }
 
 impl Drop for Protected {
+    /// Withdraws the guard, on the way out of a launch and on unwinding alike.
     fn drop(&mut self) {
+        GUARD.with(|g| g.set((0, 0)));
         // SAFETY: the pages were this thread's stack, protected by `new`. Failing to give them
         // back would leave a smaller stack, which later guards and checks still bound.
         unsafe {
@@ -184,8 +180,3 @@ fn alt_stack_error() -> BackendError {
         std::io::Error::last_os_error()
     ))
 }
-
-const _: () = assert!(
-    (RESUME_ABOVE_GUARD as u64) * 2 <= HOST_CALL_STACK_BYTES,
-    "an overflowed VM resumes in its own dead frames, below any entry shim"
-);
