@@ -188,6 +188,16 @@ pub fn serve(run: Handler) -> ExitCode {
     }
 }
 
+/// The `main` of a benchmark program as a resident handler (`warpvisor serve`): request after
+/// request in one VM, each answered 200 with its reply, or 400 with the reason a malformed
+/// one was refused. Natively it answers one request from stdin, as [`serve`] does.
+pub fn serve_resident(run: Handler) {
+    warpvisor_guest::serve(|request| match run(request) {
+        Ok(reply) => warpvisor_guest::Response::ok(reply),
+        Err(e) => warpvisor_guest::Response::with_status(400, format!("bad request: {e}\n")),
+    });
+}
+
 /// Lower-case hexadecimal of `bytes`.
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

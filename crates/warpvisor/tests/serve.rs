@@ -2,11 +2,13 @@
 //! codes, the JSON envelope, and the limits (413, 429 with Retry-After, 504), and a clean stop
 //! on SIGTERM.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+mod http;
+
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
+
+use http::{Reply, Server};
 
 /// Reads stdin; `!` first traps, `~` first loops (yielding) until stopped, `#` first exits 7
 /// after the echo; anything else is echoed to stdout, with "e" on stderr.
@@ -42,153 +44,24 @@ const GUEST: &str = r#"
       (then (call $proc_exit (i32.const 7))))))
 "#;
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
 fn guest_file() -> PathBuf {
     let guest = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("serve-guest.wat");
     std::fs::write(&guest, GUEST).expect("guest written");
     guest
 }
 
-impl Server {
-    /// `warpvisor serve` of the guest on `cpu` with `extra` flags.
-    fn start(extra: &[&str]) -> Server {
-        Server::start_on("cpu", extra)
-    }
-
-    fn start_on(backend: &str, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_warpvisor"))
-            .arg("serve")
-            .arg(guest_file())
-            .args(["--backend", backend, "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("warpvisor serve starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let addr = loop {
-            match lines.next() {
-                Some(Ok(l)) => {
-                    if let Some(rest) = l.split("listening on http://").nth(1) {
-                        break rest
-                            .split_whitespace()
-                            .next()
-                            .unwrap_or_default()
-                            .to_string();
-                    }
-                }
-                other => panic!("serve did not start: {other:?}"),
-            }
-        };
-        // Keep draining stderr so the server never blocks on it.
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, addr }
-    }
-
-    /// Sends one request; returns status, headers (lower-case names) and body.
-    fn request(&self, method: &str, path: &str, body: &[u8], json: bool) -> Reply {
-        let mut s = TcpStream::connect(&self.addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(120))).ok();
-        let accept = if json {
-            "Accept: application/json\r\n"
-        } else {
-            ""
-        };
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n{accept}Connection: close\r\n\r\n",
-            self.addr,
-            body.len()
-        );
-        s.write_all(head.as_bytes()).expect("write head");
-        // The server may answer (413) before reading a large body and close.
-        let _ = s.write_all(body);
-        let mut raw = Vec::new();
-        let _ = s.read_to_end(&mut raw);
-        Reply::parse(&raw)
-    }
-
-    fn post(&self, body: &[u8]) -> Reply {
-        self.request("POST", "/run", body, false)
-    }
+/// `warpvisor serve` of the guest on `cpu` with `extra` flags.
+fn start(extra: &[&str]) -> Server {
+    start_on("cpu", extra)
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn parse(raw: &[u8]) -> Reply {
-        let split = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(raw)));
-        let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-        let mut lines = head.lines();
-        let status = lines
-            .next()
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|s| s.parse().ok())
-            .expect("status line");
-        let headers: Vec<(String, String)> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-            .collect();
-        let mut body = raw[split + 4..].to_vec();
-        if headers
-            .iter()
-            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked"))
-        {
-            body = dechunk(&body);
-        }
-        Reply {
-            status,
-            headers,
-            body,
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let Some(end) = b.windows(2).position(|w| w == b"\r\n") else {
-            return out;
-        };
-        let size =
-            usize::from_str_radix(String::from_utf8_lossy(&b[..end]).trim(), 16).unwrap_or(0);
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[end + 2..end + 2 + size]);
-        b = &b[end + 2 + size + 2..];
-    }
+fn start_on(backend: &str, extra: &[&str]) -> Server {
+    Server::start_module(&guest_file(), backend, extra)
 }
 
 #[test]
 fn every_request_gets_its_own_output_exit_code_or_trap() {
-    let server = Server::start(&[
+    let server = start(&[
         "--vms",
         "8",
         "--queue-depth",
@@ -293,7 +166,7 @@ fn jobs_runner_line(backend: &str, stdin: &str) -> String {
 #[test]
 fn served_replies_equal_the_jobs_runner_on_cpu_and_wasmtime() {
     for backend in ["cpu", "wasmtime"] {
-        let server = Server::start_on(backend, &["--vms", "4"]);
+        let server = start_on(backend, &["--vms", "4"]);
         for stdin in ["hello", "# seven", "! trap", ""] {
             let served = server.request("POST", "/run", stdin.as_bytes(), true);
             assert_eq!(
@@ -309,7 +182,7 @@ fn served_replies_equal_the_jobs_runner_on_cpu_and_wasmtime() {
 fn limits_give_413_429_and_504_and_the_server_keeps_serving() {
     // One VM, one queued request; a looping guest holds the VM until the request timeout
     // (also the fleet's --timeout when none is given) stops it.
-    let server = Server::start(&[
+    let server = start(&[
         "--vms",
         "1",
         "--queue-depth",
@@ -376,7 +249,7 @@ fn a_module_that_cannot_load_is_an_error_before_listening() {
 #[cfg(unix)]
 #[test]
 fn sigterm_stops_the_server_cleanly() {
-    let mut server = Server::start(&["--vms", "2"]);
+    let mut server = start(&["--vms", "2"]);
     assert_eq!(server.post(b"one").body, b"one");
     let pid = server.child.id() as libc::pid_t;
     // SAFETY: signalling our own child process.

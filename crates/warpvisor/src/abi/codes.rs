@@ -3,8 +3,8 @@
 use crate::vmm::TrapKind;
 
 /// VM status values (`WV_RUNNING`, ...). Who sets each is part of the contract: the kernel
-/// sets `DONE`, `TRAPPED`, `HYPERCALL` and `ELSEWHERE`; the host sets `ENTRY` and `RESUME`
-/// and may stop any VM by setting `TRAPPED`.
+/// sets `DONE`, `TRAPPED`, `HYPERCALL` and `ELSEWHERE`; the host sets `ENTRY`, `RESUME` and
+/// `RESET`, and may stop any VM by setting `TRAPPED`.
 pub mod status {
     /// Running, or ready to run in the partition the host launches next.
     pub const RUNNING: u32 = 0;
@@ -22,10 +22,13 @@ pub mod status {
     /// Set by the host: the hypercall returned, its results are in the result words; the
     /// kernel pops the import's frame and continues the caller (`wv_vm.func`).
     pub const RESUME: u32 = 6;
+    /// Set by the host before a reset launch: the reset kernel puts this VM back to the
+    /// instantiation image (and leaves it `DONE`); VMs with any other status are left alone.
+    pub const RESET: u32 = 7;
 }
 
 /// Every status code with its C name and meaning, in code order.
-pub const STATUS_CODES: [(&str, u32, &str); 7] = [
+pub const STATUS_CODES: [(&str, u32, &str); 8] = [
     (
         "RUNNING",
         status::RUNNING,
@@ -52,6 +55,11 @@ pub const STATUS_CODES: [(&str, u32, &str); 7] = [
         "RESUME",
         status::RESUME,
         "host: the hypercall's results are in the result words",
+    ),
+    (
+        "RESET",
+        status::RESET,
+        "host: the reset kernel restores this VM to the image",
     ),
 ];
 

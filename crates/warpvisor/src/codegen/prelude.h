@@ -559,12 +559,14 @@ WV_FN void wv_restore_segment(uint8_t *mbase, const uint8_t *db, uint64_t clear,
 }
 #endif
 
-/* Puts VM `vm` back to the instantiation image (abi::ImageLayout): memory cleared where
+/* Puts VM `vm` back to the instantiation image (abi::ImageLayout) if the host asked for it
+ * (status WV_RESET; a supervisor restarts single VMs while the others run on): memory cleared where
  * earlier runs may have written it (on the host, only the pages they did write), globals, tables and segment flags as instantiation leaves
  * them, active segments copied. Runs on the device: nothing per VM crosses to the host. */
 WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
   WV_GLOBAL const uint64_t *img = f->image;
   WV_GLOBAL wv_vm *v = &f->vms[vm];
+  if (v->status != WV_RESET) return;
   uint64_t limit = (uint64_t)f->max_pages << 16;
   /* The VM can have written only below its memory's size at the end of its last run (memory
    * never shrinks; pages above it were cleared by an earlier reset or never touched, and a

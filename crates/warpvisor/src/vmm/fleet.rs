@@ -53,6 +53,17 @@ impl Default for FleetConfig {
     }
 }
 
+/// Whether a VM stopped at a hypercall waits before the call is made again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Parked {
+    /// No: the call is made at the next hypercall service.
+    No,
+    /// Until this instant (`HostStop::Wait`).
+    Until(Instant),
+    /// Until the fleet's supervisor wakes it (`HostStop::Park`).
+    UntilWoken,
+}
+
 /// N VMs running one program.
 pub struct Fleet {
     pub(super) program: Arc<Program>,
@@ -62,10 +73,12 @@ pub struct Fleet {
     pub(super) table_initial: Vec<u32>,
     /// How the host stopped a VM while servicing it (not visible to the kernel).
     pub(super) host_stops: Vec<Option<HostStop>>,
-    /// When each parked VM's hypercall is to be made again (`HostStop::Wait`).
-    pub(super) parked_until: Vec<Option<Instant>>,
+    /// Whether and until when each VM's hypercall waits (`HostStop::Wait`, `HostStop::Park`).
+    pub(super) parked: Vec<Parked>,
+    /// Whether a supervisor is running the fleet (it wakes VMs parked until woken).
+    pub(super) supervised: bool,
     /// Fuel each VM starts an invocation with.
-    fuel: u32,
+    pub(super) fuel: u32,
     /// Wall-clock limit of one invocation.
     timeout: Option<Duration>,
     /// Where the time went so far (transfers and bytes are added when asked).
@@ -168,7 +181,8 @@ impl Fleet {
         };
         let mut fleet = Fleet {
             host_stops: vec![None; config.num_vms as usize],
-            parked_until: vec![None; config.num_vms as usize],
+            parked: vec![Parked::No; config.num_vms as usize],
+            supervised: false,
             fuel: config.fuel,
             timeout: config.timeout,
             stats,
@@ -337,7 +351,7 @@ impl Fleet {
         }
         self.storage.mark_dirty();
         self.host_stops.fill(None);
-        self.parked_until.fill(None);
+        self.parked.fill(Parked::No);
         let entries: Vec<(u32, Vec<u64>)> = args
             .iter()
             .enumerate()
@@ -359,30 +373,9 @@ impl Fleet {
             let next = self.next_partition();
             self.stats.schedule += schedule.elapsed();
             match next {
-                Some(p) => {
-                    self.storage.push_controls()?;
-                    let kernel = self.program.kernels[p].clone();
-                    let program = self.program.clone();
-                    let imports = DirectImports::new(
-                        &program.module,
-                        &mut *self.imports.host,
-                        &mut self.host_stops,
-                        deadline,
-                    );
-                    let times = kernel.launch(self.storage.device(), &imports)?;
-                    self.stats.hypercalls += imports.served.into_inner();
-                    self.stats.launches += 1;
-                    self.stats.execute += times.execute;
-                    self.stats.transfer += times.transfer;
-                    self.storage.pull_controls()?;
-                }
+                Some(p) => self.launch(p, deadline)?,
                 None => {
-                    let start = Instant::now();
-                    let moved = self.storage.transfer;
-                    let (serviced, wake) = self.service_hypercalls()?;
-                    let transfer = self.storage.transfer.saturating_sub(moved);
-                    self.stats.hypercall_service += start.elapsed().saturating_sub(transfer);
-                    self.stats.hypercalls += serviced;
+                    let (serviced, wake) = self.service_round()?;
                     if serviced == 0 {
                         // Nothing to run and nothing served: only parked VMs are left, if any.
                         // Sleep until the first of them is due (or the deadline), then serve.
@@ -394,6 +387,61 @@ impl Fleet {
             }
         }
         self.collect(func, args.len())
+    }
+
+    /// Launches partition `p`'s kernel; direct host calls made at or after `deadline` stop
+    /// their VM with `timeout`.
+    pub(super) fn launch(&mut self, p: usize, deadline: Option<Instant>) -> Result<(), VmmError> {
+        self.storage.push_controls()?;
+        let kernel = self.program.kernels[p].clone();
+        let program = self.program.clone();
+        let imports = DirectImports::new(
+            &program.module,
+            &mut *self.imports.host,
+            &mut self.host_stops,
+            deadline,
+        );
+        let times = kernel.launch(self.storage.device(), &imports)?;
+        self.stats.hypercalls += imports.served.into_inner();
+        self.stats.launches += 1;
+        self.stats.execute += times.execute;
+        self.stats.transfer += times.transfer;
+        self.storage.pull_controls()
+    }
+
+    /// Serves the hypercalls that are due ([`Fleet::service_hypercalls`]), timed.
+    pub(super) fn service_round(&mut self) -> Result<(u64, Option<Instant>), VmmError> {
+        let start = Instant::now();
+        let moved = self.storage.transfer;
+        let (serviced, wake) = self.service_hypercalls()?;
+        let transfer = self.storage.transfer.saturating_sub(moved);
+        self.stats.hypercall_service += start.elapsed().saturating_sub(transfer);
+        self.stats.hypercalls += serviced;
+        Ok((serviced, wake))
+    }
+
+    /// How VM `vm` ended, if it has (its results, when it returned, are `results`).
+    pub(super) fn ending(
+        &self,
+        vm: usize,
+        results: impl FnOnce() -> Vec<Value>,
+    ) -> Option<Outcome> {
+        match self.host_stops[vm] {
+            Some(HostStop::Trap(kind)) => return Some(Outcome::Trapped(kind)),
+            Some(HostStop::Exit(code)) => return Some(Outcome::Exited(code)),
+            Some(HostStop::Wait(_) | HostStop::Park) | None => {}
+        }
+        let ctl = self.storage.controls[vm];
+        match ctl.status {
+            status::DONE => Some(Outcome::Returned(results())),
+            status::TRAPPED => Some(Outcome::Trapped(trap_kind(ctl.trap))),
+            status::RUNNING
+            | status::ELSEWHERE
+            | status::HYPERCALL
+            | status::ENTRY
+            | status::RESUME => None,
+            _ => Some(Outcome::Trapped(TrapKind::HostError)),
+        }
     }
 
     /// The outcomes of the first `count` VMs after a run of `func`.
@@ -415,26 +463,17 @@ impl Fleet {
         let mut words = self.storage.read_results(&done)?.into_iter();
         let outcomes = (0..count)
             .map(|vm| {
-                match self.host_stops[vm] {
-                    Some(HostStop::Trap(kind)) => return Outcome::Trapped(kind),
-                    Some(HostStop::Exit(code)) => return Outcome::Exited(code),
-                    Some(HostStop::Wait(_)) | None => {}
-                }
-                let ctl = self.storage.controls[vm];
-                match ctl.status {
-                    status::DONE => {
-                        let w = words.next().unwrap_or_default();
-                        Outcome::Returned(
-                            results
-                                .iter()
-                                .zip(w)
-                                .map(|(t, w)| Value::from_word(*t, w))
-                                .collect(),
-                        )
-                    }
-                    status::TRAPPED => Outcome::Trapped(trap_kind(ctl.trap)),
-                    _ => Outcome::Trapped(TrapKind::HostError),
-                }
+                let returned = || {
+                    let w = words.next().unwrap_or_default();
+                    results
+                        .iter()
+                        .zip(w)
+                        .map(|(t, w)| Value::from_word(*t, w))
+                        .collect()
+                };
+                // Every VM has ended once the launch loop is over.
+                self.ending(vm, returned)
+                    .unwrap_or(Outcome::Trapped(TrapKind::HostError))
             })
             .collect();
         let transfer = self.storage.transfer.saturating_sub(moved);
@@ -446,7 +485,7 @@ impl Fleet {
     /// waiting VMs for it (`RUNNING` or `ELSEWHERE`); VMs the host handed back (`ENTRY`,
     /// `RESUME`) are admitted by whichever partition runs. `None` when no VM waits for a
     /// kernel.
-    fn next_partition(&mut self) -> Option<usize> {
+    pub(super) fn next_partition(&mut self) -> Option<usize> {
         let kernels = self.program.kernels.len();
         let mut wanted: Vec<Option<usize>> = vec![None; self.storage.controls.len()];
         let mut counts = vec![0usize; kernels];
@@ -487,7 +526,7 @@ impl Fleet {
     }
 
     /// Stops every VM that has not finished with `stop`.
-    fn stop_unfinished(&mut self, stop: HostStop) {
+    pub(super) fn stop_unfinished(&mut self, stop: HostStop) {
         for (vm, ctl) in self.storage.controls.iter_mut().enumerate() {
             if matches!(
                 ctl.status,

@@ -15,6 +15,11 @@ pub enum HostStop {
     /// The VM waits (a `poll_oneoff` on clocks): it stays parked at its hypercall, the rest of
     /// the fleet runs on, and the call is made again at or after this instant.
     Wait(Instant),
+    /// The VM waits until the host wakes it: only in a supervised run
+    /// ([`crate::vmm::Fleet::run_supervised`], whose [`crate::vmm::Supervisor`] wakes it and the
+    /// call is made again); elsewhere, and with direct calls, nothing would wake it and the VM
+    /// traps (`host_error`).
+    Park,
 }
 
 /// Services calls to imported functions (hypercalls). With direct calls the kernel's worker

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
+use super::fleet::Parked;
 use super::host::{HostFunctions, HostStop};
 use super::{Fleet, TrapKind, Value, VmMemory, VmmError};
 use crate::abi::status;
@@ -112,6 +113,8 @@ impl ImportService for DirectImports<'_> {
                     std::thread::sleep(until.saturating_duration_since(now));
                     continue;
                 }
+                // Nothing wakes a VM that waits on its worker.
+                Err(HostStop::Park) => return self.stop(vm, HostStop::Trap(TrapKind::HostError)),
                 Err(stop) => return self.stop(vm, stop),
             };
             return match result_words(self.module, import, &values) {
@@ -138,11 +141,13 @@ impl Fleet {
             if ctl.status != status::HYPERCALL {
                 continue;
             }
-            if let Some(t) = self.parked_until[vm] {
-                if t > now {
+            match self.parked[vm] {
+                Parked::Until(t) if t > now => {
                     wake = Some(wake.map_or(t, |w| w.min(t)));
                     continue;
                 }
+                Parked::UntilWoken => continue,
+                _ => {}
             }
             let params = program.module.func_type(ctl.hypercall).params().len() as u32;
             due.push((vm as u32, params));
@@ -153,7 +158,7 @@ impl Fleet {
         let mut results: Vec<(u32, Vec<u64>)> = Vec::new();
         for (&(vm, _), words) in due.iter().zip(args) {
             let v = vm as usize;
-            self.parked_until[v] = None;
+            self.parked[v] = Parked::No;
             let ctl = self.storage.controls[v];
             let import = ctl.hypercall;
             let ty = program.module.func_type(import);
@@ -168,10 +173,18 @@ impl Fleet {
                 let mut memory = VmMemory::in_fleet(self.storage.device(), layout, vm, size);
                 call_host(&mut *self.imports.host, &mut memory, import, &args)
             };
-            if let Err(HostStop::Wait(t)) = result {
-                self.parked_until[v] = Some(t);
-                wake = Some(wake.map_or(t, |w| w.min(t)));
-                continue;
+            match result {
+                Err(HostStop::Wait(t)) => {
+                    self.parked[v] = Parked::Until(t);
+                    wake = Some(wake.map_or(t, |w| w.min(t)));
+                    continue;
+                }
+                // Only a supervisor wakes a VM parked this way.
+                Err(HostStop::Park) if self.supervised => {
+                    self.parked[v] = Parked::UntilWoken;
+                    continue;
+                }
+                _ => {}
             }
             serviced += 1;
             let ctl = &mut self.storage.controls[v];
@@ -181,6 +194,11 @@ impl Fleet {
                     ctl.status = status::RESUME;
                 }
                 Ok(None) => {
+                    ctl.status = status::TRAPPED;
+                    self.host_stops[v] = Some(HostStop::Trap(TrapKind::HostError));
+                }
+                Err(HostStop::Park) => {
+                    // Nothing would wake it: a run without a supervisor.
                     ctl.status = status::TRAPPED;
                     self.host_stops[v] = Some(HostStop::Trap(TrapKind::HostError));
                 }

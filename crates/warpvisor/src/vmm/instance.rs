@@ -5,8 +5,10 @@ use std::time::Instant;
 
 use wasmparser::ValType;
 
+use super::fleet::Parked;
 use super::{Fleet, Outcome, TrapKind, Value, VmmError};
 use crate::abi::fleet::segment_mode;
+use crate::abi::status;
 use crate::frontend::{ConstExpr, Module, SegmentMode};
 use crate::layout::PAGE;
 
@@ -122,16 +124,29 @@ impl Fleet {
     fn apply_image(&mut self, globals: &[Value]) -> Result<(), VmmError> {
         let image = self.image(globals)?;
         self.storage.write_image(&image)?;
+        let every: Vec<u32> = (0..self.num_vms()).collect();
+        self.reset_vms(&every)
+    }
+
+    /// Puts `vms` back to the image last written (one reset launch; the other VMs are left
+    /// as they are, running or not).
+    pub(super) fn reset_vms(&mut self, vms: &[u32]) -> Result<(), VmmError> {
+        for &vm in vms {
+            if let Some(ctl) = self.storage.controls.get_mut(vm as usize) {
+                ctl.status = status::RESET;
+                self.host_stops[vm as usize] = None;
+                self.parked[vm as usize] = Parked::No;
+            }
+        }
+        self.storage.mark_dirty();
+        self.storage.push_controls()?;
         let program = self.program.clone();
         let kernel = program
             .kernels
             .first()
             .ok_or_else(|| VmmError::Limit("the program has no kernel".into()))?;
         kernel.reset(self.storage.device())?;
-        self.storage.pull_controls()?;
-        self.host_stops.fill(None);
-        self.parked_until.fill(None);
-        Ok(())
+        self.storage.pull_controls()
     }
 
     fn run_start(&mut self) -> Result<(), VmmError> {

@@ -7,6 +7,7 @@ mod hypercalls;
 mod instance;
 mod stats;
 mod storage;
+mod supervise;
 mod values;
 mod view;
 
@@ -17,6 +18,7 @@ use std::time::{Duration, Instant};
 pub use fleet::{Fleet, FleetConfig};
 pub use host::{HostFunctions, HostStop, Imports, NoHost};
 pub use stats::FleetStats;
+pub use supervise::{Supervised, Supervisor};
 pub use values::{Outcome, TrapKind, Value};
 pub use view::{MemoryError, OutOfBounds, VmMemory};
 

@@ -162,21 +162,31 @@ impl WasiState {
 
     /// Gives VM i job `jobs[i]` (fresh streams and descriptors).
     pub fn set_jobs(&mut self, jobs: &[WasiJob]) {
-        self.vms = jobs
-            .iter()
-            .map(|j| VmState {
-                argv: std::iter::once(self.program_name.clone())
-                    .chain(j.args.iter().cloned())
-                    .collect(),
-                env: j.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-                stdin: j.stdin.clone(),
-                stdin_pos: 0,
-                out: WasiOutput::default(),
-                max_output: OUTPUT_LIMIT,
-                fds: FdTable::new(&self.preopens),
-                poll_deadlines: None,
-            })
-            .collect();
+        self.vms = jobs.iter().map(|j| self.fresh_vm(j)).collect();
+    }
+
+    /// Gives VM `vm` alone `job` (fresh streams and descriptors): a VM restarted while the
+    /// others run on.
+    pub fn set_job(&mut self, vm: usize, job: &WasiJob) {
+        let fresh = self.fresh_vm(job);
+        if let Some(v) = self.vms.get_mut(vm) {
+            *v = fresh;
+        }
+    }
+
+    fn fresh_vm(&self, j: &WasiJob) -> VmState {
+        VmState {
+            argv: std::iter::once(self.program_name.clone())
+                .chain(j.args.iter().cloned())
+                .collect(),
+            env: j.env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            stdin: j.stdin.clone(),
+            stdin_pos: 0,
+            out: WasiOutput::default(),
+            max_output: OUTPUT_LIMIT,
+            fds: FdTable::new(&self.preopens),
+            poll_deadlines: None,
+        }
     }
 
     /// Takes VM `vm`'s output.
@@ -188,6 +198,32 @@ impl WasiState {
     }
 }
 
+/// Functions of another import module served beside WASI, such as warpvisor's guest API for
+/// resident handlers (`crate::serve::guest_api`).
+pub trait HostExtension: Send {
+    /// The import module it serves.
+    fn module(&self) -> &str;
+
+    /// Checks an import of [`HostExtension::module`]: `Ok` if it serves `name` with this
+    /// type, else why not (the module is then rejected with that reason).
+    fn check(&self, name: &str, ty: &wasmparser::FuncType) -> Result<(), String>;
+
+    /// Whether a successful call to `name` starts a new unit of work (a request), whose fuel
+    /// and clock start over.
+    fn starts_work(&self, name: &str) -> bool {
+        let _ = name;
+        false
+    }
+
+    /// Runs function `name` for the VM whose memory `memory` is.
+    fn call(
+        &mut self,
+        name: &str,
+        memory: &mut VmMemory<'_>,
+        args: &[Value],
+    ) -> Result<Vec<Value>, HostStop>;
+}
+
 /// Binds the imports of `module`: WASI functions to `state`; any other import is an error
 /// naming it, unless `allow_unknown` makes calls to it trap.
 pub fn link(
@@ -195,12 +231,29 @@ pub fn link(
     state: Arc<Mutex<WasiState>>,
     allow_unknown: bool,
 ) -> Result<Imports, VmmError> {
+    link_with(module, state, allow_unknown, None)
+}
+
+/// [`link`], with the imports of `extension`'s module bound to it.
+pub fn link_with(
+    module: &Module<'_>,
+    state: Arc<Mutex<WasiState>>,
+    allow_unknown: bool,
+    extension: Option<Box<dyn HostExtension>>,
+) -> Result<Imports, VmmError> {
     let mut calls = Vec::new();
     for (name, kind) in &module.imports {
-        let known = name.module == MODULE && FUNCTIONS.contains(&name.name.as_str());
-        match kind {
-            ExportKind::Func(_) if known => calls.push(Some(name.name.clone())),
-            ExportKind::Func(_) if allow_unknown => calls.push(None),
+        let wasi = name.module == MODULE && FUNCTIONS.contains(&name.name.as_str());
+        let extended = extension.as_ref().filter(|e| e.module() == name.module);
+        match (kind, extended) {
+            (ExportKind::Func(_), _) if wasi => calls.push(Call::Wasi(name.name.clone())),
+            (ExportKind::Func(f), Some(e)) => {
+                e.check(&name.name, module.func_type(*f)).map_err(|why| {
+                    VmmError::Limit(format!("import `{}`.`{}`: {why}", name.module, name.name))
+                })?;
+                calls.push(Call::Extension(name.name.clone()));
+            }
+            (ExportKind::Func(_), None) if allow_unknown => calls.push(Call::Unknown),
             _ => {
                 return Err(VmmError::UnknownImport {
                     module: name.module.clone(),
@@ -210,16 +263,31 @@ pub fn link(
         }
     }
     Ok(Imports {
-        host: Box::new(WasiHost { calls, state }),
+        host: Box::new(WasiHost {
+            calls,
+            state,
+            extension,
+        }),
         ..Imports::default()
     })
 }
 
+/// What a call to one imported function runs.
+enum Call {
+    /// The WASI function of this name.
+    Wasi(String),
+    /// The extension's function of this name.
+    Extension(String),
+    /// Nothing: an unknown import, which traps.
+    Unknown,
+}
+
 /// The hypercall handler.
 struct WasiHost {
-    /// For each imported function, its WASI name (`None`: unknown, traps).
-    calls: Vec<Option<String>>,
+    /// For each imported function, what it runs.
+    calls: Vec<Call>,
     state: Arc<Mutex<WasiState>>,
+    extension: Option<Box<dyn HostExtension>>,
 }
 
 fn arg(args: &[Value], i: usize) -> u32 {
@@ -246,8 +314,15 @@ impl HostFunctions for WasiHost {
         args: &[Value],
     ) -> Result<Vec<Value>, HostStop> {
         let vm = memory.vm();
-        let Some(Some(name)) = self.calls.get(import as usize) else {
-            return Err(HostStop::Trap(TrapKind::HostError));
+        let name = match self.calls.get(import as usize) {
+            Some(Call::Wasi(name)) => name,
+            Some(Call::Extension(name)) => {
+                return match &mut self.extension {
+                    Some(e) => e.call(name, memory, args),
+                    None => Err(HostStop::Trap(TrapKind::HostError)),
+                }
+            }
+            Some(Call::Unknown) | None => return Err(HostStop::Trap(TrapKind::HostError)),
         };
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let started = state.started;

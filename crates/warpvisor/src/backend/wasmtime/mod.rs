@@ -5,6 +5,10 @@
 //! the same results as a fleet: it is the oracle of the differential tests and the fallback
 //! where no device and no C compiler are available.
 
+mod resident;
+
+pub use resident::InstanceHooks;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -105,6 +109,7 @@ impl WasiProgram<'_> {
             let state = InstanceState {
                 wasi: b.build_p1(),
                 limits: StoreLimitsBuilder::new().memory_size(max_bytes).build(),
+                extension: None,
             };
             let mut store = self.backend.store(state)?;
             store.limiter(|s| &mut s.limits);
@@ -132,6 +137,9 @@ impl WasiProgram<'_> {
 struct InstanceState {
     wasi: WasiP1Ctx,
     limits: StoreLimits,
+    /// The functions of another import module, for instances that live on
+    /// ([`WasmtimeBackend::run_instances`]).
+    extension: Option<Box<dyn crate::wasi::HostExtension>>,
 }
 
 impl WasmtimeBackend {

@@ -1,9 +1,9 @@
-//! Serving a WASI program to a stream of requests (`warpvisor serve`): each request is one job
-//! (stdin, arguments, environment); a [`Batcher`] gathers queued requests into batches — as
-//! many as the fleet has VMs, or whatever arrived within the batch delay of the oldest — and
-//! runs each batch on one fleet that stays allocated between batches (its VMs reset to their
-//! freshly instantiated state before each batch, so no request sees another's bytes). Every
-//! request gets exactly one reply. The HTTP front end is the binary's (`cli/serve.rs`).
+//! The batcher of unmodified WASI programs: each request is one job (stdin, arguments,
+//! environment); a [`Batcher`] gathers queued requests into batches — as many as the fleet has
+//! VMs, or whatever arrived within the batch delay of the oldest — and runs each batch on one
+//! fleet that stays allocated between batches (its VMs reset to their freshly instantiated
+//! state before each batch, so no request sees another's bytes). Every request gets exactly
+//! one reply.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
@@ -12,6 +12,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
+
+use super::histogram::{self, Histogram};
+use super::Submitted;
 
 use crate::backend::wasmtime::WasiSetup;
 use crate::runner::{Executor, RunError};
@@ -33,19 +36,8 @@ pub struct BatchOptions {
 /// What a request gets back: its job's result, or why its batch could not run.
 pub type Reply = Result<JobResult, String>;
 
-/// The outcome of [`Batcher::submit`].
-#[derive(Debug)]
-pub enum Submitted {
-    /// Queued: the reply arrives here.
-    Queued(oneshot::Receiver<Reply>),
-    /// The queue is full: try again later.
-    Full,
-    /// The batcher has stopped.
-    Closed,
-}
-
 /// Counters of a running batcher.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BatcherStats {
     /// Batches run.
     pub batches: AtomicU64,
@@ -55,6 +47,29 @@ pub struct BatcherStats {
     pub abandoned: AtomicU64,
     /// Requests refused because the queue was full.
     pub refused: AtomicU64,
+    /// Requests waiting for a batch now.
+    pub queued: AtomicU64,
+    /// VMs of the batch running now (0 between batches).
+    pub running: AtomicU64,
+    /// Jobs per batch.
+    pub batch_size: Histogram,
+    /// Seconds per batch (reset, run and results).
+    pub batch_seconds: Histogram,
+}
+
+impl Default for BatcherStats {
+    fn default() -> Self {
+        BatcherStats {
+            batches: AtomicU64::new(0),
+            served: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            queued: AtomicU64::new(0),
+            running: AtomicU64::new(0),
+            batch_size: Histogram::new(histogram::SIZES),
+            batch_seconds: Histogram::new(histogram::SECONDS),
+        }
+    }
 }
 
 struct Pending {
@@ -109,7 +124,7 @@ impl Batcher {
     }
 
     /// Queues `job` unless the queue is full.
-    pub fn submit(&self, job: WasiJob) -> Submitted {
+    pub fn submit(&self, job: WasiJob) -> Submitted<Reply> {
         let Some(queue) = &self.queue else {
             return Submitted::Closed;
         };
@@ -119,7 +134,13 @@ impl Batcher {
             arrived: Instant::now(),
             reply,
         };
-        match queue.try_send(pending) {
+        // Counted before it can be taken, so the batcher's decrement never comes first.
+        self.stats.queued.fetch_add(1, Ordering::Relaxed);
+        let sent = queue.try_send(pending);
+        if sent.is_err() {
+            self.stats.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        match sent {
             Ok(()) => Submitted::Queued(rx),
             Err(TrySendError::Full(_)) => {
                 self.stats.refused.fetch_add(1, Ordering::Relaxed);
@@ -231,6 +252,9 @@ fn serve_batches(
                 Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => break,
             }
         }
+        stats
+            .queued
+            .fetch_sub(batch.len() as u64, Ordering::Relaxed);
         // A request whose client stopped waiting (timed out, disconnected) takes no VM.
         let before = batch.len();
         batch.retain(|p| !p.reply.is_closed());
@@ -245,7 +269,13 @@ fn serve_batches(
             .map(|p| std::mem::take(&mut p.job))
             .collect();
         stats.batches.fetch_add(1, Ordering::Relaxed);
-        match run(&jobs) {
+        stats.batch_size.observe(jobs.len() as f64);
+        stats.running.store(jobs.len() as u64, Ordering::Relaxed);
+        let started = Instant::now();
+        let ran = run(&jobs);
+        stats.batch_seconds.observe(started.elapsed().as_secs_f64());
+        stats.running.store(0, Ordering::Relaxed);
+        match ran {
             Ok(results) => {
                 stats
                     .served

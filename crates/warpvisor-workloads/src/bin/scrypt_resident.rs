@@ -1,0 +1,5 @@
+//! The scrypt benchmark as a resident handler: one VM answers request after request
+//! through warpvisor's guest API (`warpvisor serve`).
+fn main() {
+    warpvisor_workloads::serve_resident(warpvisor_workloads::password::scrypt)
+}
