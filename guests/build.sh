@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Rebuilds the guest corpus from source and copies the modules into guests/wasm/ as
 # rust-<name>.wasm, c-<name>.wasm and bench-<name>.wasm (the benchmark suite's programs,
-# crates/warpvisor-workloads). Usage: guests/build.sh [rust|c|bench|all] (default all).
+# crates/warpvisor-workloads), and the resident handlers (`warpvisor serve`) as
+# resident-<name>.wasm: the benchmark programs ported to the guest SDK and the examples.
+# Usage: guests/build.sh [rust|c|bench|resident|all] (default all).
 # Needs: rustup (adds the wasm32-wasip1 target itself) and, for C, clang-14 + lld-14 + wasi-libc:
 #   apt-get install -y clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32
 set -euo pipefail
@@ -46,12 +48,31 @@ build_bench() {
         -j "${CARGO_BUILD_JOBS:-1}" -p warpvisor-workloads --bins)
     for src in "$root"/crates/warpvisor-workloads/src/bin/*.rs; do
         bin="$(basename "$src" .rs)"
-        install -m 0644 "$root/target/wasm32-wasip1/guest/$bin.wasm" "$out/bench-$bin.wasm"
-        echo "  wasm/bench-$bin.wasm"
+        case "$bin" in
+            *_resident) name="resident-${bin%_resident}" ;;
+            *) name="bench-$bin" ;;
+        esac
+        install -m 0644 "$root/target/wasm32-wasip1/guest/$bin.wasm" "$out/$name.wasm"
+        echo "  wasm/$name.wasm"
     done
 }
 
-build_c() {
+# The examples of the guest SDK (examples/resident-echo in Rust, examples/resident-echo.c).
+build_resident() {
+    need_wasm_target
+    local root="$here/.."
+    (cd "$root" && cargo build --locked --profile guest --target wasm32-wasip1 \
+        -j "${CARGO_BUILD_JOBS:-1}" -p resident-echo)
+    install -m 0644 "$root/target/wasm32-wasip1/guest/resident-echo.wasm" "$out/resident-echo.wasm"
+    echo "  wasm/resident-echo.wasm"
+    need_c
+    "${CC_WASI:-clang-14}" --target=wasm32-wasi -O2 -Wall -Wextra -fuse-ld=lld -Wl,--strip-all \
+        -o "$out/resident-echo_c.wasm" "$root/examples/resident-echo.c"
+    chmod 0644 "$out/resident-echo_c.wasm"
+    echo "  wasm/resident-echo_c.wasm"
+}
+
+need_c() {
     local cc="${CC_WASI:-clang-14}"
     if ! command -v "$cc" >/dev/null \
         || { ! command -v wasm-ld-14 >/dev/null && ! command -v wasm-ld >/dev/null; }; then
@@ -66,6 +87,11 @@ build_c() {
         echo "  apt-get install -y wasi-libc libclang-rt-14-dev-wasm32" >&2
         exit 1
     fi
+}
+
+build_c() {
+    local cc="${CC_WASI:-clang-14}"
+    need_c
     # wasm-ld's default shadow stack is only 64 KiB; give C the same 1 MiB that Rust's std gets,
     # so c-recurse's deep recursion fits.
     local name
@@ -82,6 +108,7 @@ case "$what" in
     rust) build_rust ;;
     c) build_c ;;
     bench) build_bench ;;
-    all) build_rust; build_c; build_bench ;;
-    *) echo "usage: $0 [rust|c|bench|all]" >&2; exit 2 ;;
+    resident) build_resident ;;
+    all) build_rust; build_c; build_bench; build_resident ;;
+    *) echo "usage: $0 [rust|c|bench|resident|all] " >&2; exit 2 ;;
 esac

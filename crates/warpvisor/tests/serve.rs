@@ -112,6 +112,7 @@ fn every_request_gets_its_own_output_exit_code_or_trap() {
         (200, &b"args"[..])
     );
     assert_eq!(server.request("GET", "/healthz", b"", false).body, b"ok\n");
+    assert_eq!(server.request("GET", "/readyz", b"", false).body, b"ok\n");
     // Every request so far was served: 64 + trap + exit + JSON + after + with_args.
     let metrics = String::from_utf8(server.request("GET", "/metrics", b"", false).body)
         .expect("metrics are text");
@@ -123,14 +124,32 @@ fn every_request_gets_its_own_output_exit_code_or_trap() {
         metrics.contains("warpvisor_requests_refused_total 0\n"),
         "{metrics}"
     );
+    // A Prometheus text-format parser reads every family, the histograms included.
+    let scrape = prometheus_parse::Scrape::parse(metrics.lines().map(|l| Ok(l.to_string())))
+        .expect("metrics parse as Prometheus text");
+    for family in [
+        "warpvisor_requests_total",
+        "warpvisor_request_duration_seconds",
+        "warpvisor_batch_size",
+        "warpvisor_batch_duration_seconds",
+        "warpvisor_queue_depth",
+        "warpvisor_vms_busy",
+    ] {
+        assert!(
+            scrape.samples.iter().any(|s| s.metric == family),
+            "{family} missing"
+        );
+    }
     // The OpenAPI description names every route and every status the server answers with.
     let api = server.request("GET", "/openapi.json", b"", false);
+    serde_json::from_slice::<openapiv3::OpenAPI>(&api.body).expect("a valid OpenAPI 3 document");
     let api: serde_json::Value = serde_json::from_slice(&api.body).expect("OpenAPI is JSON");
     assert!(api["openapi"].as_str().is_some_and(|v| v.starts_with("3.")));
     for (path, method) in [
         ("/run", "post"),
         ("/", "post"),
         ("/healthz", "get"),
+        ("/readyz", "get"),
         ("/metrics", "get"),
         ("/openapi.json", "get"),
     ] {

@@ -179,3 +179,58 @@ fn a_handler_that_never_takes_a_request_makes_the_server_refuse_clearly() {
     assert_eq!(reply.status, 503, "{text}");
     assert!(text.contains("without taking a request"), "{text}");
 }
+
+fn guest(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../guests/wasm")
+        .join(name)
+}
+
+#[test]
+fn the_sdk_examples_in_rust_and_c_keep_count() {
+    for example in ["resident-echo.wasm", "resident-echo_c.wasm"] {
+        let server = Server::start_module(&guest(example), "cpu", &["--vms", "1"]);
+        let replies: Vec<Reply> = ["hello", "again"]
+            .iter()
+            .map(|b| server.post(b.as_bytes()))
+            .collect();
+        assert_eq!(replies[0].status, 200, "{example}: {:?}", replies[0]);
+        assert_eq!(replies[0].body, b"1: HELLO", "{example}");
+        assert_eq!(replies[1].body, b"2: AGAIN", "{example}");
+        assert_eq!(server.post(b"").status, 400, "{example}: an empty body");
+    }
+}
+
+#[test]
+fn a_benchmark_ported_to_the_sdk_answers_as_the_wasi_program_does() {
+    let request = br#"{"tweets": ["The GPU is FAST! #CUDA #rustlang", "I love it, too. #wasm", "no tags here"]}"#;
+    // The WASI program through the jobs runner, on wasmtime: the oracle.
+    let jobs = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("resident-strings-jobs.jsonl");
+    let line = serde_json::json!({ "stdin": String::from_utf8_lossy(request) });
+    std::fs::write(&jobs, format!("{line}\n")).expect("jobs written");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warpvisor"))
+        .arg("run")
+        .arg(guest("bench-strings.wasm"))
+        .args(["--backend", "wasmtime", "--jobs"])
+        .arg(&jobs)
+        .output()
+        .expect("jobs runner runs");
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a result line");
+    let expected = result["stdout"]
+        .as_str()
+        .expect("stdout")
+        .as_bytes()
+        .to_vec();
+    assert!(!expected.is_empty());
+    for backend in ["cpu", "wasmtime"] {
+        let server =
+            Server::start_module(&guest("resident-strings.wasm"), backend, &["--vms", "2"]);
+        let replies = post_all(&server, &vec![request.to_vec(); 6]);
+        for r in replies {
+            assert_eq!(r.status, 200, "{backend}: {r:?}");
+            assert_eq!(r.body, expected, "{backend}");
+        }
+        let bad = server.post(b"not json");
+        assert_eq!(bad.status, 400, "{backend}: a malformed request");
+    }
+}
