@@ -83,6 +83,40 @@ struct Args {
     /// Read bench-NAME.wasm from this folder instead of the modules built into the runner.
     #[arg(long, value_name = "DIR")]
     guests: Option<PathBuf>,
+    /// Write each selected benchmark's requests for --seed into this folder and stop:
+    /// NAME.body (the first request, for HTTP load generators) and NAME.jobs.jsonl (--batches
+    /// x --vms jobs for `warpvisor run --jobs`; scripts/serve-bench.sh uses both).
+    #[arg(long, value_name = "DIR")]
+    write_requests: Option<PathBuf>,
+}
+
+/// `--write-requests`: the requests of the selected benchmarks as files.
+fn write_requests(s: &Settings, dir: &std::path::Path) -> anyhow::Result<()> {
+    use base64::Engine as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let count = (s.batches as usize).saturating_mul(s.vms as usize).max(1);
+    for w in warpvisor_bench::select(&s.benchmarks).map_err(anyhow::Error::msg)? {
+        let requests = w.requests(s.seed, count);
+        let body = dir.join(format!("{}.body", w.name));
+        std::fs::write(&body, &requests[0])
+            .with_context(|| format!("writing {}", body.display()))?;
+        let jobs: String = requests
+            .iter()
+            .map(|r| {
+                let b64 = base64::engine::general_purpose::STANDARD.encode(r);
+                format!("{}\n", serde_json::json!({ "stdin_base64": b64 }))
+            })
+            .collect();
+        let path = dir.join(format!("{}.jobs.jsonl", w.name));
+        std::fs::write(&path, jobs).with_context(|| format!("writing {}", path.display()))?;
+        eprintln!(
+            "{}: {} and {count} jobs in {}",
+            w.name,
+            body.display(),
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 fn settings(a: &Args) -> anyhow::Result<Settings> {
@@ -146,6 +180,10 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
 
 fn run(a: Args) -> anyhow::Result<bool> {
     let s = settings(&a)?;
+    if let Some(dir) = &a.write_requests {
+        write_requests(&s, dir)?;
+        return Ok(true);
+    }
     let report =
         warpvisor_bench::run(&s, &|line| eprintln!("{line}")).map_err(anyhow::Error::msg)?;
     let md = markdown::render(&report);

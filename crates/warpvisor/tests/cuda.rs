@@ -155,15 +155,31 @@ fn spec_modules_compile_to_ptx() {
         })
         .collect();
     scripts.sort();
+    let mut modules = Vec::new();
     for script in &scripts {
-        let name = script.file_name().unwrap().to_string_lossy();
-        for (i, wasm) in spec_modules(script).iter().enumerate() {
-            // Interleave and partitioning vary so that each code path of the dialect is seen.
-            let options = cuda(0, [0, 4, 8][i % 3], if i % 2 == 1 { 40 } else { 0 });
-            compile(wasm, &options, &format!("{name} module {i}"));
-            n += 1;
+        let name = script.file_name().unwrap().to_string_lossy().into_owned();
+        for (i, wasm) in spec_modules(script).into_iter().enumerate() {
+            modules.push((name.clone(), i, wasm));
         }
     }
+    n += modules.len();
+    // One module at a time per core: NVRTC is most of the time, and a module is one partition.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    std::thread::scope(|s| {
+        for _ in 0..cores {
+            s.spawn(|| {
+                while let Some((name, i, wasm)) =
+                    modules.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    // Interleave and partitioning vary so that each code path of the dialect
+                    // is seen.
+                    let options = cuda(0, [0, 4, 8][i % 3], if i % 2 == 1 { 40 } else { 0 });
+                    compile(wasm, &options, &format!("{name} module {i}"));
+                }
+            });
+        }
+    });
     eprintln!("{n} spec modules compiled");
     assert!(n >= 1000, "only {n} modules");
 }

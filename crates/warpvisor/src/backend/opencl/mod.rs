@@ -61,12 +61,23 @@ static ENUMERATE_LOCK: Mutex<()> = Mutex::new(());
 /// check every divisor themselves and never need it.
 const POCL_SIGFPE_SWITCH: &str = "POCL_SIGFPE_HANDLER";
 
-/// Turns PoCL's SIGFPE handler off before PoCL first initialises, unless the user chose.
-fn keep_sigfpe_for_wasmtime() {
+/// PoCL's switch for work-group functions specialised to each launch's local size, global
+/// offset and grid size. A kernel is built generic when its binary is taken for the cache
+/// (`program.rs`), and specialised once more at its first launch for each shape — which
+/// doubles every cold build (the spec suite on PoCL: 12 minutes with it here, 2026-11-25;
+/// one large module built twice, 30 s and 24 s). A fleet's kernel runs one VM per work-item,
+/// divergent, where the specialisation has nothing to vectorise.
+const POCL_SPECIALIZATION_SWITCH: &str = "POCL_WORK_GROUP_SPECIALIZATION";
+
+/// Sets PoCL's switches before PoCL first initialises, unless the user chose: its SIGFPE
+/// handler off, and no work-group specialisation.
+fn configure_pocl() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        if std::env::var_os(POCL_SIGFPE_SWITCH).is_none() {
-            std::env::set_var(POCL_SIGFPE_SWITCH, "0");
+        for switch in [POCL_SIGFPE_SWITCH, POCL_SPECIALIZATION_SWITCH] {
+            if std::env::var_os(switch).is_none() {
+                std::env::set_var(switch, "0");
+            }
         }
     });
 }
@@ -74,7 +85,7 @@ fn keep_sigfpe_for_wasmtime() {
 /// Every OpenCL device of every platform, or why there are none.
 pub fn devices() -> Result<Vec<(DeviceInfo, Device)>, BackendError> {
     let _one_at_a_time = ENUMERATE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    keep_sigfpe_for_wasmtime();
+    configure_pocl();
     // An explicit OPENCL_DYLIB_PATH is the library the user wants: if none of its entries
     // loads, OpenCL is unavailable (cl3 would otherwise fall back to the system library).
     if let Ok(paths) = std::env::var("OPENCL_DYLIB_PATH") {

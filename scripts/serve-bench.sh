@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The serving benchmark: `warpvisor serve` driven by hey, against the jobs runner on the same
+# fleet. For each benchmark ported to the guest SDK (scrypt, phash_modified, strings), on each
+# backend: the jobs runner's throughput (`warpvisor run --jobs`, 4 batches of --vms jobs, kernel
+# cache warm); `serve` of the WASI program and of the resident handler, closed loop (hey, 2 x
+# VMs connections, 15 s): throughput and p50/p99 latency; and both served at a fixed rate of
+# half the resident handler's capacity (hey -q): p50/p99. Markdown on stdout.
+#
+#   scripts/serve-bench.sh [BACKENDS] [VMS]      e.g. scripts/serve-bench.sh "cpu wasmtime" 64
+#
+# Needs hey (apt-get install -y hey), release builds of warpvisor and warpvisor-bench
+# (cargo build --release --workspace), and the machine otherwise idle.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+backends="${1:-cpu wasmtime}"
+vms="${2:-64}"
+bin=target/release/warpvisor
+benchbin=target/release/warpvisor-bench
+work="$(mktemp -d)"
+server=""
+cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+serve() { # MODULE BACKEND
+  "$bin" serve "$1" --backend "$2" --vms "$vms" --queue-depth $((vms * 8)) \
+    --listen "127.0.0.1:$port" 2>"$work/server.log" &
+  server=$!
+  for _ in $(seq 2400); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return; sleep 0.25; done
+  echo "serve did not start: $(cat "$work/server.log")" >&2; exit 1
+}
+stop() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; server=""; }
+# hey's summary → "rps p50 p99 non200"
+hey_stats() {
+  awk '/Requests\/sec/ {rps=$2} / 50% in/ {p50=$3} / 99% in/ {p99=$3}
+       /^\s*\[[0-9]+\]/ {code=substr($1,2,3); if (code!="200") bad+=$2}
+       END {printf "%.1f %.1f %.1f %d", rps, p50*1000, p99*1000, bad}' "$1"
+}
+
+echo "| Benchmark | Backend | jobs runner (req/s) | serve WASI (req/s, p50/p99 ms) | serve resident (req/s, p50/p99 ms) | resident / jobs runner | fixed rate (req/s): WASI p50/p99, resident p50/p99 |"
+echo "|---|---|---|---|---|---|---|"
+for name in scrypt phash_modified strings; do
+  "$benchbin" --write-requests "$work" --benchmarks "$name" --vms "$vms" --batches 4 2>/dev/null
+  jobs="$work/$name.jobs.jsonl"; n=$(wc -l <"$jobs")
+  for backend in $backends; do
+    "$bin" run "guests/wasm/bench-$name.wasm" --backend "$backend" --vms "$vms" --jobs "$jobs" >/dev/null 2>&1 # warm the cache
+    t0=$(date +%s.%N)
+    "$bin" run "guests/wasm/bench-$name.wasm" --backend "$backend" --vms "$vms" --jobs "$jobs" >/dev/null
+    runner=$(python3 -c "print(f'{$n/($(date +%s.%N)-$t0):.1f}')")
+    declare -A rps p50 p99
+    for model in bench resident; do
+      serve "guests/wasm/$model-$name.wasm" "$backend"
+      hey -z 3s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >/dev/null # warm up
+      hey -z 15s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/closed.txt"
+      read -r r a b bad < <(hey_stats "$work/closed.txt")
+      rps[$model]=$r; p50[$model]=$a; p99[$model]=$b
+      [ "$bad" = 0 ] || echo "warning: $name $backend $model: $bad replies not 200" >&2
+      stop
+    done
+    rate=$(python3 -c "print(max(1, int(${rps[resident]} / 2)))")
+    fixed=""
+    for model in bench resident; do
+      serve "guests/wasm/$model-$name.wasm" "$backend"
+      workers=$((vms * 2)); q=$(python3 -c "print(max(1, round($rate / $workers)))")
+      hey -z 15s -c "$workers" -q "$q" -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/fixed.txt"
+      read -r r a b bad < <(hey_stats "$work/fixed.txt")
+      fixed="$fixed $a/$b"
+      stop
+    done
+    ratio=$(python3 -c "print(f'{${rps[resident]}/$runner:.2f}x')")
+    echo "| $name | $backend | $runner | ${rps[bench]} (${p50[bench]}/${p99[bench]}) | ${rps[resident]} (${p50[resident]}/${p99[resident]}) | $ratio | $rate:$fixed |"
+  done
+done
