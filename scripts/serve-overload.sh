@@ -11,6 +11,7 @@
 # tokens and hashtags out), 64 VMs, queue depth 256.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 bin="${1:-target/release/warpvisor}"
 backend="${2:-cpu}"
 seconds="${3:-30}"
@@ -40,7 +41,9 @@ hey -z 10s -c 64 -m POST -D "$work/body.json" "$url" >"$work/capacity.txt"
 capacity=$(awk '/Requests\/sec/ {printf "%d", $2}' "$work/capacity.txt")
 echo "capacity ($backend, closed loop, 64 connections): $capacity requests/s; RSS $(rss) KiB"
 rate=$((capacity * 3))
-workers=256
+# More workers than the server holds (queue + VMs), so the offered rate is reached and the
+# excess meets a full queue; each worker waits for its reply before its next request.
+workers=1024
 per_worker=$(( (rate + workers - 1) / workers ))
 echo "offering $rate requests/s ($workers workers x $per_worker/s) for ${seconds}s"
 

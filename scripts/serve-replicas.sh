@@ -25,11 +25,11 @@ port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 p1=$(port); p2=$(port); front=$(port)
 start_replica() {
   "$bin" serve guests/wasm/resident-echo.wasm --backend cpu --vms 8 --queue-depth 256 \
-    --listen "127.0.0.1:$1" 2>"$work/replica-$1.log" &
+    --listen "127.0.0.1:$1" >/dev/null 2>"$work/replica-$1.log" &
   pids+=($!)
-  echo $!
 }
-r1=$(start_replica "$p1"); r2=$(start_replica "$p2")
+start_replica "$p1"; r1=$!
+start_replica "$p2"; r2=$!
 for p in "$p1" "$p2"; do
   for _ in $(seq 600); do
     curl -sf "http://127.0.0.1:$p/readyz" >/dev/null 2>&1 && break
