@@ -290,8 +290,10 @@ async fn handle(
     response
 }
 
-/// How much longer than the request timeout the front end waits for a reply.
-const REPLY_GRACE: Duration = Duration::from_millis(250);
+/// How much longer than the request timeout the front end waits for a reply: time for the
+/// VM's own stop (between launches on a fleet, an epoch tick on wasmtime) to answer first, on
+/// a loaded machine too.
+const REPLY_GRACE: Duration = Duration::from_secs(1);
 
 /// Waits for a submitted request's reply, at most the request timeout; `Err` is the
 /// response to give instead (503 when the server stopped, 504 when the time ran out).
