@@ -88,6 +88,21 @@ struct Desk {
     failed: Option<String>,
 }
 
+impl Desk {
+    /// No more requests are taken (closed, or every VM gone) and none is left.
+    fn ending(&self) -> bool {
+        self.closing || self.failed.is_some()
+    }
+
+    /// Ending, and nothing queued, handed out or held.
+    fn drained(&self) -> bool {
+        self.ending()
+            && self.queue.is_empty()
+            && self.handed.iter().all(Option::is_none)
+            && self.held.iter().all(Option::is_none)
+    }
+}
+
 /// What `request_next` gets for a VM.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
@@ -177,11 +192,7 @@ impl RequestExchange {
 
     /// Whether the exchange is closed and nothing is queued or held: the handlers may stop.
     pub fn drained(&self) -> bool {
-        let desk = self.desk();
-        (desk.closing || desk.failed.is_some())
-            && desk.queue.is_empty()
-            && desk.handed.iter().all(Option::is_none)
-            && desk.held.iter().all(Option::is_none)
+        self.desk().drained()
     }
 
     /// `request_next` of VM `vm`: a request it holds and has not answered is answered
@@ -211,7 +222,7 @@ impl RequestExchange {
                 }
                 Next::Request(len)
             }
-            None if (desk.closing || desk.failed.is_some()) && desk.queue.is_empty() => Next::Stop,
+            None if desk.ending() && desk.queue.is_empty() => Next::Stop,
             None => {
                 if !desk.waiting.contains(&vm) {
                     desk.waiting.push_back(vm);
@@ -300,7 +311,7 @@ impl RequestExchange {
     /// exchange is closed and empty).
     pub fn hand_out(&self, launching: bool, max_delay: Duration) -> Vec<u32> {
         let mut desk = self.desk();
-        let ending = desk.closing || desk.failed.is_some();
+        let ending = desk.ending();
         if ending && desk.queue.is_empty() {
             return desk.waiting.drain(..).collect();
         }
@@ -333,12 +344,7 @@ impl RequestExchange {
     /// on (`false`: closed and drained).
     pub fn wait(&self, until: Option<Instant>, max_delay: Duration) -> bool {
         let desk = self.desk();
-        let ending = desk.closing || desk.failed.is_some();
-        if ending
-            && desk.queue.is_empty()
-            && desk.handed.iter().all(Option::is_none)
-            && desk.held.iter().all(Option::is_none)
-        {
+        if desk.drained() {
             return false;
         }
         let batch_due = desk
