@@ -21,3 +21,4 @@ pub mod serve;
 pub mod vmm;
 pub mod wasi;
 pub mod wast;
+pub mod work_queue;

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use warpvisor::backend::cuda::{compile_ptx, nvrtc_status, DEFAULT_ARCH};
 use warpvisor::codegen::{self, Dialect, KernelOptions};
 use warpvisor::frontend;
+use warpvisor::work_queue;
 
 /// Whether NVRTC is here; panics when CI requires it and it is not.
 fn nvrtc_here() -> bool {
@@ -32,23 +33,18 @@ fn nvrtc_here() -> bool {
 fn compile(wasm: &[u8], options: &KernelOptions, what: &str) -> usize {
     let module = frontend::load(wasm).unwrap_or_else(|e| panic!("{what}: {e}"));
     let source = codegen::emit(&module, options).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let chunk = source.partitions.len().div_ceil(cores).max(1);
-    std::thread::scope(|s| {
-        for (c, codes) in source.partitions.chunks(chunk).enumerate() {
-            s.spawn(move || {
-                for (k, code) in codes.iter().enumerate() {
-                    let i = c * chunk + k;
-                    let ptx = compile_ptx(code, options, DEFAULT_ARCH)
-                        .unwrap_or_else(|e| panic!("{what} partition {i}: {e}"));
-                    assert!(
-                        ptx.contains(".entry wv_kernel") && ptx.contains(".target sm_90"),
-                        "{what}: PTX without the kernel entry"
-                    );
-                }
-            });
-        }
-    });
+    work_queue::map_indexed(
+        source.partitions.len(),
+        work_queue::default_workers(),
+        |i| {
+            let ptx = compile_ptx(&source.partitions[i], options, DEFAULT_ARCH)
+                .unwrap_or_else(|e| panic!("{what} partition {i}: {e}"));
+            assert!(
+                ptx.contains(".entry wv_kernel") && ptx.contains(".target sm_90"),
+                "{what}: PTX without the kernel entry"
+            );
+        },
+    );
     source.partitions.len()
 }
 
@@ -164,21 +160,11 @@ fn spec_modules_compile_to_ptx() {
     }
     n += modules.len();
     // One module at a time per core: NVRTC is most of the time, and a module is one partition.
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
-    std::thread::scope(|s| {
-        for _ in 0..cores {
-            s.spawn(|| {
-                while let Some((name, i, wasm)) =
-                    modules.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-                {
-                    // Interleave and partitioning vary so that each code path of the dialect
-                    // is seen.
-                    let options = cuda(0, [0, 4, 8][i % 3], if i % 2 == 1 { 40 } else { 0 });
-                    compile(wasm, &options, &format!("{name} module {i}"));
-                }
-            });
-        }
+    work_queue::map_indexed(modules.len(), work_queue::default_workers(), |k| {
+        let (name, i, wasm) = &modules[k];
+        // Interleave and partitioning vary so that each code path of the dialect is seen.
+        let options = cuda(0, [0, 4, 8][i % 3], if i % 2 == 1 { 40 } else { 0 });
+        compile(wasm, &options, &format!("{name} module {i}"));
     });
     eprintln!("{n} spec modules compiled");
     assert!(n >= 1000, "only {n} modules");

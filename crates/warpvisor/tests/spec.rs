@@ -6,11 +6,10 @@
 
 mod common;
 
-use std::sync::Mutex;
-
 use warpvisor::codegen::{CallMode, KernelOptions, MemoryChecks};
 use warpvisor::vmm::FleetConfig;
 use warpvisor::wast::{run_script, ScriptReport, WastConfig};
+use warpvisor::work_queue;
 
 fn run_suite(
     backend: &str,
@@ -63,22 +62,11 @@ fn run_scripts(
             ..FleetConfig::default()
         },
     };
-    let next = Mutex::new(files.into_iter());
-    let reports = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..std::thread::available_parallelism().map_or(2, |n| n.get()) {
-            s.spawn(|| loop {
-                let Some(path) = next.lock().unwrap().next() else {
-                    break;
-                };
-                let text = std::fs::read_to_string(&path).unwrap();
-                let name = path.file_name().unwrap().to_string_lossy().into_owned();
-                let r = run_script(&name, &text, &config);
-                reports.lock().unwrap().push(r);
-            });
-        }
-    });
-    reports.into_inner().unwrap()
+    work_queue::map_indexed(files.len(), work_queue::default_workers(), |i| {
+        let text = std::fs::read_to_string(&files[i]).unwrap();
+        let name = files[i].file_name().unwrap().to_string_lossy().into_owned();
+        run_script(&name, &text, &config)
+    })
 }
 
 fn check(backend: &str, interleave: u32, partition_ops: u32, calls: CallMode) {

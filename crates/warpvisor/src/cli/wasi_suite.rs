@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::FleetArgs;
-use warpvisor::wasi::suite::{run_suite, TestOutcome};
+use warpvisor::wasi::suite::{run_suite_reporting, TestOutcome};
 
 /// Arguments of `warpvisor wasi-suite`.
 #[derive(Args)]
@@ -25,7 +25,16 @@ pub fn run(args: WasiSuiteArgs) -> anyhow::Result<i32> {
     let scratch = std::env::temp_dir().join(format!("warpvisor-wasi-suite-{}", std::process::id()));
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for dir in &args.dirs {
-        for r in run_suite(dir, &executor, &scratch) {
+        // Progress on stderr as tests finish; the ordered report follows on stdout.
+        let progress = |r: &warpvisor::wasi::suite::TestReport| {
+            let word = match r.outcome {
+                TestOutcome::Passed => "ok",
+                TestOutcome::Failed(_) => "FAIL",
+                TestOutcome::Skipped(_) => "skip",
+            };
+            super::errln!("finished {word:4} {}", r.name);
+        };
+        for r in run_suite_reporting(dir, &executor, &scratch, &progress) {
             match r.outcome {
                 TestOutcome::Passed => {
                     passed += 1;

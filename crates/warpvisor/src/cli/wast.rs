@@ -2,13 +2,14 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Args;
 
 use super::{read_limited, FleetArgs, MAX_MODULE_FILE_SIZE};
 use warpvisor::backend::select::BackendKind;
-use warpvisor::wast::{run_script, ScriptReport, WastConfig};
+use warpvisor::wast::{run_script, WastConfig};
+use warpvisor::work_queue;
 
 /// Arguments of `warpvisor wast`.
 #[derive(Args)]
@@ -49,37 +50,26 @@ pub fn run(args: WastArgs) -> anyhow::Result<i32> {
         );
         scripts.push((name, text));
     }
-    let next = Mutex::new(0usize);
-    let reports: Mutex<Vec<Option<ScriptReport>>> = Mutex::new(vec![None; scripts.len()]);
-    let threads = args
-        .parallel
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .clamp(1, scripts.len().max(1));
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = {
-                    let mut n = next.lock().unwrap_or_else(|e| e.into_inner());
-                    let i = *n;
-                    *n += 1;
-                    i
-                };
-                let Some((name, text)) = scripts.get(i) else {
-                    break;
-                };
-                let report = run_script(name, text, &config);
-                reports.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(report);
-            });
-        }
+    let threads = args.parallel.unwrap_or_else(work_queue::default_workers);
+    let finished = AtomicUsize::new(0);
+    let reports = work_queue::map_indexed(scripts.len(), threads, |i| {
+        let (name, text) = &scripts[i];
+        let r = run_script(name, text, &config);
+        // Progress on stderr as scripts finish; the ordered report follows on stdout.
+        let n = finished.fetch_add(1, Ordering::Relaxed) + 1;
+        super::errln!(
+            "[{n}/{}] {}: {} passed, {} failed, {} skipped",
+            scripts.len(),
+            r.name,
+            r.passed,
+            r.failures.len(),
+            r.skips.len()
+        );
+        r
     });
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let mut out = super::stdout();
-    for r in reports
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .flatten()
-    {
+    for r in reports {
         writeln!(
             out,
             "{}: {} passed, {} failed, {} skipped",

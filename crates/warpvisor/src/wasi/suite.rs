@@ -3,12 +3,12 @@
 //! run through warpvisor on one VM.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::program::WasiRunConfig;
 use super::WasiJob;
 use crate::runner::Executor;
 use crate::vmm::FleetConfig;
+use crate::work_queue;
 
 /// How one test ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,37 +162,30 @@ pub fn run_test(wasm: &Path, executor: &Executor, scratch: &Path) -> TestOutcome
 /// kernels is most of the time); `scratch` is a folder the runner may fill and remove (each
 /// test gets a folder of its own in it). Reports come in the order of the tests.
 pub fn run_suite(dir: &Path, executor: &Executor, scratch: &Path) -> Vec<TestReport> {
+    run_suite_reporting(dir, executor, scratch, &|_| {})
+}
+
+/// [`run_suite`], calling `on_done` with each report as its test finishes (in finishing order,
+/// from the worker threads): progress for a long run.
+pub fn run_suite_reporting(
+    dir: &Path,
+    executor: &Executor,
+    scratch: &Path,
+    on_done: &(dyn Fn(&TestReport) + Sync),
+) -> Vec<TestReport> {
     let tests = find_tests(dir);
-    let next = AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, tests.len().max(1));
-    let mut reports: Vec<(usize, TestReport)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(t) = tests.get(i) else { break };
-                        let name = t
-                            .strip_prefix(dir)
-                            .unwrap_or(t)
-                            .to_string_lossy()
-                            .into_owned();
-                        let outcome = run_test(t, executor, &scratch.join(i.to_string()));
-                        mine.push((i, TestReport { name, outcome }));
-                    }
-                    mine
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
+    let reports = work_queue::map_indexed(tests.len(), work_queue::default_workers(), |i| {
+        let t = &tests[i];
+        let name = t
+            .strip_prefix(dir)
+            .unwrap_or(t)
+            .to_string_lossy()
+            .into_owned();
+        let outcome = run_test(t, executor, &scratch.join(i.to_string()));
+        let report = TestReport { name, outcome };
+        on_done(&report);
+        report
     });
     let _ = std::fs::remove_dir_all(scratch);
-    reports.sort_by_key(|(i, _)| *i);
-    reports.into_iter().map(|(_, r)| r).collect()
+    reports
 }

@@ -10,7 +10,7 @@ mod resident;
 pub use resident::InstanceHooks;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use wasmtime::{Config, Engine, Linker, Module, Store, StoreLimits, StoreLimitsBuilder, Trap, Val};
@@ -187,10 +187,8 @@ impl WasmtimeBackend {
     /// Runs `f(i)` for every job index on the worker pool, in job order, with the per-job
     /// wall-clock limit enforced by an epoch ticker.
     pub(crate) fn run_pool<R: Send>(&self, jobs: usize, f: impl Fn(usize) -> R + Sync) -> Vec<R> {
-        let next = AtomicUsize::new(0);
         let finished = AtomicBool::new(false);
-        let workers = self.workers(jobs);
-        let mut results: Vec<(usize, R)> = std::thread::scope(|s| {
+        std::thread::scope(|s| {
             if let Some(limit) = self.config.timeout {
                 // Every job starts with a deadline one epoch ahead; bumping the epoch once per
                 // `limit` interrupts any job that has run at least `limit` (and at most twice it).
@@ -209,37 +207,13 @@ impl WasmtimeBackend {
                     }
                 });
             }
-            let handles: Vec<_> = (0..workers)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut mine = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            if i >= jobs {
-                                break;
-                            }
-                            mine.push((i, f(i)));
-                        }
-                        mine
-                    })
-                })
-                .collect();
-            let mut all = Vec::with_capacity(jobs);
-            for h in handles {
-                // A worker only panics if wasmtime itself does; resume it on this thread.
-                match h.join() {
-                    Ok(mut part) => all.append(&mut part),
-                    Err(p) => {
-                        finished.store(true, Ordering::Release);
-                        std::panic::resume_unwind(p)
-                    }
-                }
-            }
+            // A worker only panics if wasmtime itself does; the ticker stops either way.
+            let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::work_queue::map_indexed(jobs, self.workers(jobs), &f)
+            }));
             finished.store(true, Ordering::Release);
-            all
-        });
-        results.sort_by_key(|(i, _)| *i);
-        results.into_iter().map(|(_, r)| r).collect()
+            results.unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
     }
 
     /// Runs every job's `_start` in its own instance with its own args, env and stdin.
