@@ -134,12 +134,31 @@ fn every_request_gets_its_own_output_exit_code_or_trap() {
         "warpvisor_batch_duration_seconds",
         "warpvisor_queue_depth",
         "warpvisor_vms_busy",
+        "warpvisor_device_seconds_total",
+        "warpvisor_kernel_launches_total",
+        "warpvisor_hypercalls_total",
     ] {
         assert!(
             scrape.samples.iter().any(|s| s.metric == family),
             "{family} missing"
         );
     }
+    // The fleet's device time: its kernels ran, and read stdin and wrote stdout by hypercalls.
+    let value = |name: &str, phase: Option<&str>| -> f64 {
+        let sample = scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && phase.is_none_or(|p| s.labels.get("phase") == Some(p)))
+            .unwrap_or_else(|| panic!("{name} {phase:?} missing"));
+        match sample.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+            ref other => panic!("{name}: {other:?}"),
+        }
+    };
+    assert!(value("warpvisor_device_seconds_total", Some("execute")) > 0.0);
+    assert!(value("warpvisor_device_seconds_total", Some("hypercall")) > 0.0);
+    assert!(value("warpvisor_kernel_launches_total", None) >= 1.0);
+    assert!(value("warpvisor_hypercalls_total", None) >= 69.0 * 2.0);
     // The OpenAPI description names every route and every status the server answers with.
     let api = server.request("GET", "/openapi.json", b"", false);
     serde_json::from_slice::<openapiv3::OpenAPI>(&api.body).expect("a valid OpenAPI 3 document");
@@ -275,4 +294,49 @@ fn sigterm_stops_the_server_cleanly() {
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
     let status = server.child.wait().expect("server exits");
     assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn logs_are_structured_events_selected_by_warpvisor_log() {
+    let server = Server::start_with_env(
+        &guest_file(),
+        "wasmtime",
+        &["--vms", "2", "--log-format", "json"],
+        &[("WARPVISOR_LOG", "debug")],
+    );
+    assert_eq!(server.post(b"logged").status, 200);
+    assert_eq!(server.post(b"! trap").status, 500);
+    // Events are written after the reply; give the writer a moment.
+    let mut events = Vec::new();
+    for _ in 0..100 {
+        events = server
+            .log()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .collect();
+        if events
+            .iter()
+            .filter(|e| {
+                e["fields"]["message"] == "request" || e["fields"]["message"] == "request failed"
+            })
+            .count()
+            >= 2
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let find = |message: &str| {
+        events
+            .iter()
+            .find(|e| e["fields"]["message"] == message)
+            .unwrap_or_else(|| panic!("no {message:?} event in {events:?}"))
+    };
+    assert_eq!(find("request")["fields"]["status"], 200);
+    assert_eq!(find("request")["level"], "DEBUG");
+    let failed = find("request failed");
+    assert_eq!(failed["level"], "WARN");
+    assert_eq!(failed["fields"]["status"], 500);
+    assert_eq!(failed["fields"]["trap"], "unreachable");
+    assert_eq!(find("batch")["target"], "warpvisor::serve::batcher");
 }

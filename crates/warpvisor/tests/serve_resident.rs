@@ -10,9 +10,12 @@ use std::path::PathBuf;
 use http::{Reply, Server};
 
 /// A resident handler on the guest API. Each request's first byte picks what it does:
-/// `!` traps, `~` loops without end, `y` loops making system calls, `B` sends a 100 MiB response, `x` exits 3, `n` takes the
-/// next request without answering; anything else is answered 200 with one byte counting the
-/// requests this VM has taken, then the body.
+/// `!` traps, `~` loops without end, `y` loops making system calls, `B` sends a 100 MiB
+/// response, `x` exits 3, `n` takes the next request without answering; hostile calls of the
+/// guest API: `<` reads into memory it does not have, `>` asks to read 2 GiB, `[` sends from
+/// outside its memory, `]` sends a 2 GiB response, `%` sends status 42 and then answers 200 with
+/// the negated return code as one byte; anything else is answered 200 with one byte counting
+/// the requests this VM has taken, then the body.
 const HANDLER: &str = r#"
 (module
   (import "warpvisor" "request_next" (func $next (result i32)))
@@ -23,7 +26,7 @@ const HANDLER: &str = r#"
   (memory (export "memory") 2 2000)
   (global $taken (mut i32) (i32.const 0))
   (func (export "_start")
-    (local $len i32) (local $first i32)
+    (local $len i32) (local $first i32) (local $rc i32)
     (loop $serve
       (local.set $len (call $next))
       (if (i32.lt_s (local.get $len) (i32.const 0)) (then (return)))
@@ -40,6 +43,22 @@ const HANDLER: &str = r#"
         (then
           (drop (memory.grow (i32.const 1700)))
           (drop (call $send (i32.const 200) (i32.const 0) (i32.const 104857600)))
+          (br $serve)))
+      (if (i32.eq (local.get $first) (i32.const 60))
+        (then (drop (call $read (i32.const 0xFFFFFFF0) (i32.const 100)))))
+      (if (i32.eq (local.get $first) (i32.const 62))
+        (then (drop (call $read (i32.const 1024) (i32.const 0x7FFFFFFF)))))
+      (if (i32.eq (local.get $first) (i32.const 91))
+        (then (drop (call $send (i32.const 200) (i32.const 0xFFFFFF00) (i32.const 0x1000)))))
+      (if (i32.eq (local.get $first) (i32.const 93))
+        (then
+          (drop (call $send (i32.const 200) (i32.const 0) (i32.const 0x7FFFFFFF)))
+          (br $serve)))
+      (if (i32.eq (local.get $first) (i32.const 37))
+        (then
+          (local.set $rc (call $send (i32.const 42) (i32.const 1024) (i32.const 1)))
+          (i32.store8 (i32.const 1023) (i32.sub (i32.const 0) (local.get $rc)))
+          (drop (call $send (i32.const 200) (i32.const 1023) (i32.const 1)))
           (br $serve)))
       (i32.store8 (i32.const 1023) (global.get $taken))
       (drop (call $send (i32.const 200) (i32.const 1023) (i32.add (local.get $len) (i32.const 1))))
@@ -98,6 +117,15 @@ fn resident_handlers_keep_their_state_and_answer_every_request() {
             "{backend}: {again:?}"
         );
         assert!(again.iter().any(|r| r.body[0] > 1), "{backend}: {again:?}");
+        // The fleet's device time is reported; a wasmtime pool has none.
+        let metrics = server.request("GET", "/metrics", b"", false);
+        let text = String::from_utf8_lossy(&metrics.body);
+        let executed: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("warpvisor_device_seconds_total{phase=\"execute\"} "))
+            .and_then(|v| v.parse().ok())
+            .expect("device time");
+        assert_eq!(executed > 0.0, backend == "cpu", "{backend}: {text}");
     }
 }
 
@@ -123,13 +151,18 @@ fn a_fault_costs_only_its_own_request_and_the_vm_is_restarted() {
             flags.extend(["--fuel", "20000000"]);
         }
         let server = Server::start_module(&handler_file(), backend, &flags);
-        let faults: [(&[u8], u16, &str); 6] = [
+        let faults: [(&[u8], u16, &str); 11] = [
             (b"!", 500, "trapped: unreachable"),
             (b"~", loop_status, loop_says),
             (b"y", 504, "trapped: timeout"),
             (b"B", 500, "larger than the limit"),
             (b"x", 500, "exited with code 3"),
             (b"n", 500, "without answering"),
+            (b"<", 500, "trapped: host_error"),
+            (b">", 500, "trapped: host_error"),
+            (b"[", 500, "trapped: host_error"),
+            (b"]", 500, "larger than the limit"),
+            (b"%", 200, "\u{2}"),
         ];
         let mut bodies: Vec<Vec<u8>> = faults.iter().map(|(b, _, _)| b.to_vec()).collect();
         bodies.extend((0..16).map(|i| format!("fine {i}").into_bytes()));
@@ -156,8 +189,8 @@ fn a_fault_costs_only_its_own_request_and_the_vm_is_restarted() {
             .find_map(|l| l.strip_prefix("warpvisor_vm_restarts_total "))
             .and_then(|v| v.parse().ok())
             .expect("restart counter");
-        // The trap, the two loops and the exit each ended a VM.
-        assert!(restarts >= 4, "{backend}: {restarts} restarts\n{text}");
+        // The trap, the two loops, the exit and the three bad pointers each ended a VM.
+        assert!(restarts >= 7, "{backend}: {restarts} restarts\n{text}");
     }
 }
 

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::device_time::DeviceTime;
 use super::histogram::{self, Histogram};
 use super::Submitted;
 
 use crate::backend::wasmtime::WasiSetup;
 use crate::runner::{Executor, RunError};
-use crate::vmm::{Program, VmmError};
+use crate::vmm::{FleetStats, Program, VmmError};
 use crate::wasi::program::{JobResult, WasiFleet, WasiRunConfig};
 use crate::wasi::WasiJob;
 
@@ -55,6 +56,8 @@ pub struct BatcherStats {
     pub batch_size: Histogram,
     /// Seconds per batch (reset, run and results).
     pub batch_seconds: Histogram,
+    /// Where the fleet's time went (fleets only).
+    pub device: DeviceTime,
 }
 
 impl Default for BatcherStats {
@@ -68,6 +71,7 @@ impl Default for BatcherStats {
             running: AtomicU64::new(0),
             batch_size: Histogram::new(histogram::SIZES),
             batch_seconds: Histogram::new(histogram::SECONDS),
+            device: DeviceTime::default(),
         }
     }
 }
@@ -202,12 +206,20 @@ fn serve_on(
             // A batch that fails as a whole (the device, not a guest: guests' traps are
             // results) leaves the fleet in an unknown state: the next batch gets a new one.
             let mut fleet = Some(fleet);
+            // The current fleet's counters after its last batch.
+            let mut last = FleetStats::default();
             let mut run = |jobs: &[WasiJob]| {
                 let mut current = match fleet.take() {
                     Some(f) => f,
-                    None => WasiFleet::new(program.clone(), &config).map_err(|e| e.to_string())?,
+                    None => {
+                        last = FleetStats::default();
+                        WasiFleet::new(program.clone(), &config).map_err(|e| e.to_string())?
+                    }
                 };
                 let results = current.run_batch(jobs).map_err(|e| e.to_string())?;
+                let now = current.stats();
+                stats.device.add(&last, &now);
+                last = now;
                 fleet = Some(current);
                 Ok(results)
             };
@@ -274,6 +286,12 @@ fn serve_batches(
         let started = Instant::now();
         let ran = run(&jobs);
         stats.batch_seconds.observe(started.elapsed().as_secs_f64());
+        tracing::debug!(
+            size = jobs.len(),
+            ms = started.elapsed().as_secs_f64() * 1e3,
+            failed = ran.is_err(),
+            "batch"
+        );
         stats.running.store(0, Ordering::Relaxed);
         match ran {
             Ok(results) => {

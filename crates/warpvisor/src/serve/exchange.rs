@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::device_time::DeviceTime;
 use super::Submitted;
 use crate::vmm::TrapKind;
 
@@ -51,6 +52,8 @@ pub struct ExchangeStats {
     pub refused: AtomicU64,
     /// VMs restarted after they ended.
     pub restarts: AtomicU64,
+    /// Where the fleet's time went (fleets only).
+    pub device: DeviceTime,
 }
 
 /// A request waiting for, or held by, a VM.

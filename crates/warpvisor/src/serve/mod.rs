@@ -8,6 +8,7 @@
 //!   [`exchange`]).
 
 pub mod batcher;
+pub mod device_time;
 pub mod exchange;
 pub mod guest_api;
 pub mod histogram;

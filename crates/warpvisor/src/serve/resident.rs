@@ -15,7 +15,7 @@ use super::guest_api::GuestApi;
 use super::Submitted;
 use crate::codegen::{CallMode, MemoryChecks};
 use crate::runner::{Executor, RunError};
-use crate::vmm::{Fleet, Outcome, Program, Supervised, Supervisor, TrapKind, VmmError};
+use crate::vmm::{Fleet, FleetStats, Outcome, Program, Supervised, Supervisor, TrapKind, VmmError};
 use crate::wasi::program::WasiRunConfig;
 use crate::wasi::{link_with, WasiJob, WasiState};
 
@@ -173,6 +173,8 @@ struct FleetSupervisor {
     starts: Vec<StartRecord>,
     /// VMs not restarted again.
     gone: Vec<bool>,
+    /// The fleet's counters at the last round (device time is reported as it grows).
+    last: FleetStats,
 }
 
 impl FleetHandlers {
@@ -206,6 +208,7 @@ impl FleetHandlers {
                 options,
                 starts: vec![StartRecord::default(); n as usize],
                 gone: vec![false; n as usize],
+                last: FleetStats::default(),
             },
         })
     }
@@ -238,6 +241,9 @@ impl FleetSupervisor {
 
 impl Supervisor for FleetSupervisor {
     fn round(&mut self, fleet: &mut Supervised<'_>) {
+        let now = fleet.stats();
+        self.exchange.stats.device.add(&self.last, &now);
+        self.last = now;
         let ended = fleet.ended().to_vec();
         for (vm, outcome) in ended {
             self.exchange.ended(vm, ending_reply(&outcome));

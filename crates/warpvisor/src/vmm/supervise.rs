@@ -44,6 +44,11 @@ impl Supervised<'_> {
         self.fleet.num_vms()
     }
 
+    /// The fleet's counters so far.
+    pub fn stats(&self) -> super::FleetStats {
+        self.fleet.stats()
+    }
+
     /// Whether some VM is running or ready to run (a launch follows this round).
     pub fn busy(&self) -> bool {
         self.fleet.storage.controls.iter().any(|c| {

@@ -6,19 +6,33 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A `warpvisor serve` process.
 pub struct Server {
     pub child: Child,
     pub addr: String,
+    /// Its stderr lines so far.
+    log: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
     /// `warpvisor serve MODULE --backend BACKEND` on a free loopback port, with `extra` flags;
     /// returns once it listens.
     pub fn start_module(module: &Path, backend: &str, extra: &[&str]) -> Server {
+        Self::start_with_env(module, backend, extra, &[])
+    }
+
+    /// [`Server::start_module`] with environment variables `env`.
+    pub fn start_with_env(
+        module: &Path,
+        backend: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_warpvisor"))
+            .envs(env.iter().copied())
             .arg("serve")
             .arg(module)
             .args(["--backend", backend, "--listen", "127.0.0.1:0"])
@@ -43,9 +57,20 @@ impl Server {
                 other => panic!("serve did not start: {other:?}"),
             }
         };
-        // Keep draining stderr so the server never blocks on it.
-        std::thread::spawn(move || for _ in lines {});
-        Server { child, addr }
+        // Keep reading stderr so the server never blocks on it.
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let kept = log.clone();
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                kept.lock().unwrap_or_else(|p| p.into_inner()).push(l);
+            }
+        });
+        Server { child, addr, log }
+    }
+
+    /// The stderr lines printed after the listening line, so far.
+    pub fn log(&self) -> Vec<String> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Sends one request; returns status, headers (lower-case names) and body.

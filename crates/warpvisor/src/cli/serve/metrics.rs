@@ -13,6 +13,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{typed, AppState, Model};
+use warpvisor::serve::device_time::DeviceTime;
 use warpvisor::serve::histogram::{self, Histogram};
 
 /// What the HTTP side measures itself.
@@ -49,6 +50,36 @@ fn family(out: &mut String, kind: &str, name: &str, help: &str, value: u64) {
     let _ = write!(
         out,
         "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}\n"
+    );
+}
+
+/// The fleet's device time by phase, its launches and hypercalls.
+fn device(out: &mut String, d: &DeviceTime) {
+    out.push_str(
+        "# HELP warpvisor_device_seconds_total Seconds of the fleet's device work, by phase: \
+         kernel execution, host-device transfers, hypercall service on the host, VM \
+         (re)instantiation (0 on the wasmtime backend, which has no device).\n",
+    );
+    out.push_str("# TYPE warpvisor_device_seconds_total counter\n");
+    for (phase, secs) in d.seconds() {
+        let _ = writeln!(
+            out,
+            "warpvisor_device_seconds_total{{phase=\"{phase}\"}} {secs}"
+        );
+    }
+    family(
+        out,
+        "counter",
+        "warpvisor_kernel_launches_total",
+        "Kernel launches.",
+        d.launches(),
+    );
+    family(
+        out,
+        "counter",
+        "warpvisor_hypercalls_total",
+        "Hypercalls served.",
+        d.hypercalls(),
     );
 }
 
@@ -131,6 +162,7 @@ pub(super) async fn render(State(state): State<Arc<AppState>>) -> Response {
                 "warpvisor_batch_duration_seconds",
                 "Seconds per batch: reset, run and results.",
             ));
+            device(&mut out, &s.device);
         }
         Model::Resident(server) => {
             let x = server.exchange();
@@ -178,6 +210,7 @@ pub(super) async fn render(State(state): State<Arc<AppState>>) -> Response {
                 "VMs re-instantiated after they ended.",
                 s.restarts.load(relaxed),
             );
+            device(&mut out, &s.device);
         }
     }
     typed(StatusCode::OK, out, "text/plain; version=0.0.4")

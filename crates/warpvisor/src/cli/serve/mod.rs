@@ -64,10 +64,45 @@ pub struct ServeArgs {
     /// launches and hypercalls: use --fuel for guests that loop without system calls).
     #[arg(long, value_name = "SECONDS", default_value_t = 60.0)]
     request_timeout: f64,
+    /// Log lines on stderr: `text`, or `json` (one object per event, for log collectors).
+    /// Which events: WARPVISOR_LOG in tracing's filter syntax (default `info`; `debug` adds
+    /// one event per request and per batch).
+    #[arg(long, value_enum, default_value = "text")]
+    log_format: LogFormat,
     #[command(flatten)]
     wasi: WasiArgs,
     #[command(flatten)]
     fleet: FleetArgs,
+}
+
+/// How log events are written.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The environment variable that selects log events.
+const LOG_VARIABLE: &str = "WARPVISOR_LOG";
+
+/// Sends `tracing` events to stderr in `format`, filtered by [`LOG_VARIABLE`].
+fn init_logs(format: LogFormat) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = match std::env::var(LOG_VARIABLE) {
+        Ok(spec) => EnvFilter::try_new(&spec)
+            .map_err(|e| anyhow::anyhow!("{LOG_VARIABLE}={spec:?} is not a log filter: {e}"))?,
+        Err(_) => EnvFilter::new("info"),
+    };
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    // A subscriber already set (a second server in one process) keeps logging.
+    let _ = match format {
+        LogFormat::Text => logs.try_init(),
+        LogFormat::Json => logs.json().try_init(),
+    };
+    Ok(())
 }
 
 /// Which guest model the server runs, with its queue.
@@ -90,6 +125,7 @@ struct AppState {
 
 /// Runs `warpvisor serve` until SIGTERM or Ctrl-C; returns the exit code.
 pub fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
+    init_logs(args.log_format)?;
     if !(args.request_timeout > 0.0 && args.request_timeout <= 365.0 * 24.0 * 3600.0) {
         anyhow::bail!("--request-timeout must be more than 0 and at most a year");
     }
@@ -189,7 +225,7 @@ async fn listen(
         .with_context(|| format!("listening on {addr}"))?;
     let bound = listener.local_addr()?;
     errln!("warpvisor serve: listening on http://{bound} ({what})");
-    tracing::info!(%bound, "listening ({what})");
+    tracing::info!(address = %bound, serving = %what, "listening");
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             stop_signal().await;
@@ -284,9 +320,19 @@ async fn handle(
         Model::Jobs(batcher) => jobs::handle(&state, batcher, query, &headers, body).await,
         Model::Resident(server) => resident::handle(&state, server, query, body).await,
     };
-    state
-        .metrics
-        .request_done(response.status().as_u16(), started.elapsed());
+    let (status, took) = (response.status().as_u16(), started.elapsed());
+    state.metrics.request_done(status, took);
+    let ms = took.as_secs_f64() * 1e3;
+    if status >= 500 {
+        let reason = response
+            .headers()
+            .get("x-warpvisor-trap")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        tracing::warn!(status, ms, trap = reason, "request failed");
+    } else {
+        tracing::debug!(status, ms, "request");
+    }
     response
 }
 
