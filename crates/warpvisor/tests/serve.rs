@@ -61,14 +61,26 @@ fn start_on(backend: &str, extra: &[&str]) -> Server {
 
 #[test]
 fn every_request_gets_its_own_output_exit_code_or_trap() {
-    let server = start(&[
+    every_request_answered(&[]);
+}
+
+#[test]
+fn every_request_gets_its_own_output_when_served_continuously() {
+    // Continuations: VMs take requests as they become free instead of in whole batches.
+    every_request_answered(&["--calls", "continuations"]);
+}
+
+fn every_request_answered(mode: &[&str]) {
+    let mut flags = vec![
         "--vms",
         "8",
         "--queue-depth",
         "64",
         "--max-batch-delay",
         "2",
-    ]);
+    ];
+    flags.extend(mode);
+    let server = start(&flags);
     // 64 concurrent requests over a fleet of 8: batches of whatever arrived together.
     std::thread::scope(|s| {
         for i in 0..64 {
@@ -339,4 +351,45 @@ fn logs_are_structured_events_selected_by_warpvisor_log() {
     assert_eq!(failed["fields"]["status"], 500);
     assert_eq!(failed["fields"]["trap"], "unreachable");
     assert_eq!(find("batch")["target"], "warpvisor::serve::batcher");
+}
+
+#[test]
+fn a_vm_that_finished_takes_the_next_request_while_a_long_one_runs() {
+    // Two VMs: one holds a request that loops until its timeout; the other serves every
+    // request that comes meanwhile, each as soon as the one before it ended.
+    for (backend, mode) in [
+        ("cpu", &["--calls", "continuations"][..]),
+        ("opencl", &[][..]),
+    ] {
+        let mut flags = vec!["--vms", "2", "--request-timeout", "6"];
+        flags.extend(mode);
+        let server = start_on(backend, &flags);
+        let (long, shorts) = std::thread::scope(|s| {
+            let long = s.spawn(|| {
+                let r = server.post(b"~ loop");
+                (r, std::time::Instant::now())
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            let shorts: Vec<(Reply, std::time::Instant)> = (0..10)
+                .map(|i| {
+                    let r = server.post(format!("short {i}").as_bytes());
+                    (r, std::time::Instant::now())
+                })
+                .collect();
+            (long.join().expect("long request"), shorts)
+        });
+        assert_eq!(long.0.status, 504, "{backend}: {:?}", long.0);
+        for (i, (r, done)) in shorts.iter().enumerate() {
+            assert_eq!(
+                (r.status, r.body.clone()),
+                (200, format!("short {i}").into_bytes()),
+                "{backend}"
+            );
+            // In whole batches the first short request would wait for the long one's timeout.
+            assert!(
+                *done + Duration::from_secs(2) < long.1,
+                "{backend}: short {i} waited for the long request"
+            );
+        }
+    }
 }

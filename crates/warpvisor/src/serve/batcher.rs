@@ -14,10 +14,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::device_time::DeviceTime;
+use super::feed::QueueFeed;
 use super::histogram::{self, Histogram};
 use super::Submitted;
 
 use crate::backend::wasmtime::WasiSetup;
+use crate::codegen::CallMode;
 use crate::runner::{Executor, RunError};
 use crate::vmm::{FleetStats, Program, VmmError};
 use crate::wasi::program::{JobResult, WasiFleet, WasiRunConfig};
@@ -76,10 +78,11 @@ impl Default for BatcherStats {
     }
 }
 
-struct Pending {
-    job: WasiJob,
-    arrived: Instant,
-    reply: oneshot::Sender<Reply>,
+/// A request waiting for a VM.
+pub(super) struct Pending {
+    pub(super) job: WasiJob,
+    pub(super) arrived: Instant,
+    pub(super) reply: oneshot::Sender<Reply>,
 }
 
 /// A queue of requests in front of one fleet (or a wasmtime pool) on a thread of its own.
@@ -203,6 +206,10 @@ fn serve_on(
                 }
             };
             let _ = ready.send(Ok(()));
+            if kernel.calls == CallMode::Continuations {
+                serve_continuously(fleet, &program, &config, options, &requests, stats);
+                return;
+            }
             // A batch that fails as a whole (the device, not a guest: guests' traps are
             // results) leaves the fleet in an unknown state: the next batch gets a new one.
             let mut fleet = Some(fleet);
@@ -241,6 +248,40 @@ fn serve_on(
             let mut run = |jobs: &[WasiJob]| Ok(w.run_pool(jobs.len(), |i| program.run(&jobs[i])));
             serve_batches(&mut run, options, &requests, stats);
         }
+    }
+}
+
+/// Serves `requests` on `fleet` continuously (a kernel with continuations): VMs take requests
+/// as they become free. A fleet that fails answers its requests with the error and is
+/// replaced.
+fn serve_continuously(
+    mut fleet: WasiFleet,
+    program: &Arc<Program>,
+    config: &WasiRunConfig,
+    options: BatchOptions,
+    requests: &mpsc::Receiver<Pending>,
+    stats: &BatcherStats,
+) {
+    let mut feed = QueueFeed::new(requests, stats, options, config.fleet.timeout);
+    loop {
+        let Err(e) = fleet.serve_continuously(&mut feed) else {
+            return;
+        };
+        tracing::error!("the fleet failed: {e}; starting a new one");
+        feed.fail_all(&e.to_string());
+        fleet = match WasiFleet::new(program.clone(), config) {
+            Ok(f) => f,
+            Err(e) => {
+                // No fleet: every request from now on gets the reason.
+                let why = format!("no fleet: {e}");
+                tracing::error!("{why}");
+                while let Ok(p) = requests.recv() {
+                    stats.queued.fetch_sub(1, Ordering::Relaxed);
+                    let _ = p.reply.send(Err(why.clone()));
+                }
+                return;
+            }
+        };
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod batcher;
 pub mod device_time;
 pub mod exchange;
+mod feed;
 pub mod guest_api;
 pub mod histogram;
 pub mod resident;

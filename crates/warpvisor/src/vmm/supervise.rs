@@ -21,6 +21,12 @@ pub trait Supervisor {
     /// Returns once there may be work (or at `until`); `false` ends the run, stopping the VMs
     /// still alive.
     fn idle(&mut self, until: Option<Instant>) -> bool;
+
+    /// Whether the run goes on once every VM has ended and none was restarted, waiting in
+    /// [`Supervisor::idle`] for work to restart them with. Default: the run ends.
+    fn waits_when_all_ended(&self) -> bool {
+        false
+    }
 }
 
 /// The supervisor's view of a fleet during one round.
@@ -99,6 +105,25 @@ impl Fleet {
         name: &str,
         supervisor: &mut dyn Supervisor,
     ) -> Result<(), VmmError> {
+        self.run_supervised_from(name, supervisor, true)
+    }
+
+    /// [`Fleet::run_supervised`] with every VM idle at first: each starts `name` only when the
+    /// supervisor restarts it (the VMs of a fleet that takes jobs as they come).
+    pub fn run_supervised_idle(
+        &mut self,
+        name: &str,
+        supervisor: &mut dyn Supervisor,
+    ) -> Result<(), VmmError> {
+        self.run_supervised_from(name, supervisor, false)
+    }
+
+    fn run_supervised_from(
+        &mut self,
+        name: &str,
+        supervisor: &mut dyn Supervisor,
+        start_all: bool,
+    ) -> Result<(), VmmError> {
         let func = match self.program.module.export(name) {
             Some(crate::frontend::ExportKind::Func(f)) => f,
             _ => return Err(VmmError::NoSuchExport(name.to_string())),
@@ -116,20 +141,27 @@ impl Fleet {
             ));
         }
         self.supervised = true;
-        let result = self.supervise(func, supervisor);
+        let result = self.supervise(func, supervisor, start_all);
         self.supervised = false;
         result
     }
 
-    fn supervise(&mut self, func: u32, supervisor: &mut dyn Supervisor) -> Result<(), VmmError> {
+    fn supervise(
+        &mut self,
+        func: u32,
+        supervisor: &mut dyn Supervisor,
+        start_all: bool,
+    ) -> Result<(), VmmError> {
         let n = self.num_vms() as usize;
         self.host_stops.fill(None);
         self.parked.fill(Parked::No);
-        for vm in 0..n {
-            self.enter(vm, func);
+        if start_all {
+            for vm in 0..n {
+                self.enter(vm, func);
+            }
         }
-        // Whether each VM's ending was told to the supervisor.
-        let mut told = vec![false; n];
+        // Whether each VM's ending was told to the supervisor (an idle VM has nothing to tell).
+        let mut told = vec![!start_all; n];
         loop {
             let ended: Vec<(u32, Outcome)> = (0..n)
                 .filter(|&vm| !told[vm])
@@ -169,7 +201,7 @@ impl Fleet {
                     if (0..n).any(|vm| !told[vm] && self.ending(vm, Vec::new).is_some()) {
                         continue;
                     }
-                    if told.iter().all(|t| *t) {
+                    if told.iter().all(|t| *t) && !supervisor.waits_when_all_ended() {
                         // Every VM ended and was told; the supervisor restarted none.
                         return Ok(());
                     }

@@ -5,6 +5,7 @@
 //! Every guest pointer, length and count is checked before the host allocates, reads or
 //! writes anything (`guest.rs`); the answers to hostile arguments are wasmtime-wasi's.
 
+pub mod continuous;
 pub mod errno;
 mod fd;
 mod fs;

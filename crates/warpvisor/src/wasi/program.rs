@@ -177,6 +177,17 @@ impl WasiFleet {
         Ok(results)
     }
 
+    /// Serves `feed`'s jobs continuously until it ends serving: each VM takes a job when one
+    /// is waiting and its next as soon as that one ended ([`super::continuous`]). Needs a
+    /// kernel built with continuations.
+    pub fn serve_continuously(
+        &mut self,
+        feed: &mut dyn super::continuous::JobFeed,
+    ) -> Result<(), VmmError> {
+        self.fresh = false;
+        super::continuous::serve(&mut self.fleet, &self.state, feed)
+    }
+
     /// Where the fleet's time went so far.
     pub fn stats(&self) -> FleetStats {
         self.fleet.stats()
