@@ -55,7 +55,7 @@ step fleet10k-compare 5 bash -c 'wc -l /tmp/wc-cuda.jsonl /tmp/wc-wasmtime.jsonl
 
 # Conformance: every non-SIMD spec script on cuda.
 spec=$(ls "$suite"/wasm-spec/*.wast | grep -v '/simd_')
-step spec-cuda 130 "$wv" wast --backend cuda --parallel "$cores" $spec
+step spec-cuda 130 "$wv" wast --backend cuda --progress --parallel "$cores" $spec
 
 # Throughput against native-x86 and wasmtime on this machine's cores, 4,096 VMs per batch.
 step bench 120 "$bin/warpvisor-bench" --platforms native,wasmtime,cuda --benchmarks scrypt,pbkdf2 \
@@ -63,5 +63,5 @@ step bench 120 "$bin/warpvisor-bench" --platforms native,wasmtime,cuda --benchma
   --markdown "$out/bench-cuda.md"
 
 # The WASI suite's C tests on cuda, as long as time allows.
-step wasi-cuda 50 "$wv" wasi-suite --backend cuda "$suite"/wasi/tests/c
+step wasi-cuda 50 "$wv" wasi-suite --backend cuda --progress "$suite"/wasi/tests/c
 echo "=== done" | tee -a "$log"

@@ -555,3 +555,31 @@ fn absurd_flag_values_are_one_line_errors() {
         );
     }
 }
+
+#[test]
+fn progress_lines_come_on_stderr_when_asked_for() {
+    let script = tmp("progress.wast");
+    std::fs::write(
+        &script,
+        format!(
+            "{DIV}\n(assert_return (invoke \"div\" (i32.const 6) (i32.const 3)) (i32.const 2))\n"
+        ),
+    )
+    .unwrap();
+    let run = |progress: bool| {
+        let mut cmd = Command::new(common::warpvisor_bin());
+        cmd.args(["wast", "--backend", "cpu"]).arg(&script);
+        if progress {
+            cmd.arg("--progress");
+        }
+        let out = cmd.output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert_eq!(
+        run(true),
+        "[1/1] progress.wast: 2 passed, 0 failed, 0 skipped\n"
+    );
+    // Not a terminal and not asked for: nothing.
+    assert_eq!(run(false), "");
+}

@@ -8,6 +8,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::errln;
 use warpvisor::runner::RunStats;
 
+/// Whether to print progress lines: asked for with `--progress`, or stderr is a terminal.
+pub fn wanted(asked: bool) -> bool {
+    use std::io::IsTerminal;
+    asked || std::io::stderr().is_terminal()
+}
+
 /// A progress bar over kernel partitions, shown once a build has more than one.
 pub struct CompileProgress {
     bar: ProgressBar,

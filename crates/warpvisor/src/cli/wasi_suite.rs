@@ -16,6 +16,10 @@ pub struct WasiSuiteArgs {
     dirs: Vec<PathBuf>,
     #[command(flatten)]
     fleet: FleetArgs,
+    /// Print each test's result on stderr as it finishes (always when stderr is a terminal):
+    /// for long runs logged to a file.
+    #[arg(long)]
+    progress: bool,
 }
 
 /// Runs `warpvisor wasi-suite`; returns the exit code (1 when a test failed).
@@ -26,7 +30,11 @@ pub fn run(args: WasiSuiteArgs) -> anyhow::Result<i32> {
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for dir in &args.dirs {
         // Progress on stderr as tests finish; the ordered report follows on stdout.
+        let wanted = super::progress::wanted(args.progress);
         let progress = |r: &warpvisor::wasi::suite::TestReport| {
+            if !wanted {
+                return;
+            }
             let word = match r.outcome {
                 TestOutcome::Passed => "ok",
                 TestOutcome::Failed(_) => "FAIL",

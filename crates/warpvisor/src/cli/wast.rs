@@ -25,6 +25,10 @@ pub struct WastArgs {
     /// Print every failure (by default the first 5 of each file).
     #[arg(long, short)]
     verbose: bool,
+    /// Print each script's result on stderr as it finishes (always when stderr is a terminal):
+    /// for long runs logged to a file.
+    #[arg(long)]
+    progress: bool,
 }
 
 /// Runs `warpvisor wast`; returns the exit code (1 when a directive failed).
@@ -52,11 +56,15 @@ pub fn run(args: WastArgs) -> anyhow::Result<i32> {
     }
     let threads = args.parallel.unwrap_or_else(work_queue::default_workers);
     let finished = AtomicUsize::new(0);
+    let progress = super::progress::wanted(args.progress);
     let reports = work_queue::map_indexed(scripts.len(), threads, |i| {
         let (name, text) = &scripts[i];
         let r = run_script(name, text, &config);
         // Progress on stderr as scripts finish; the ordered report follows on stdout.
         let n = finished.fetch_add(1, Ordering::Relaxed) + 1;
+        if !progress {
+            return r;
+        }
         super::errln!(
             "[{n}/{}] {}: {} passed, {} failed, {} skipped",
             scripts.len(),

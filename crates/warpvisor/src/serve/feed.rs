@@ -155,6 +155,14 @@ impl JobFeed for QueueFeed<'_> {
     }
 
     fn wait(&mut self, until: Option<Instant>, idle_vms: usize) -> bool {
+        // A held request's deadline ends the wait too: its VM is stopped next round.
+        let deadline = self
+            .job_timeout
+            .and_then(|limit| self.held.iter().flatten().map(|h| h.started + limit).min());
+        let until = match (until, deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if idle_vms > 0 && !self.waiting.is_empty() {
             return true;
         }

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Times every test binary of the workspace one after another, cold kernel caches, as CI runs
+# them (NVRTC from PyPI, WARPVISOR_REQUIRE_NVRTC=1): where CI's minutes go. One line per binary
+# on stdout, each binary's output in $LOGS/NAME.log (default target/test-times/).
+#
+#   scripts/test-times.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+logs=${LOGS:-target/test-times}
+mkdir -p "$logs"
+nvrtc=$(python3 -c 'import nvidia.cuda_nvrtc, os; print(os.path.join(list(nvidia.cuda_nvrtc.__path__)[0], "lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export WARPVISOR_REQUIRE_NVRTC=1
+export WARPVISOR_CACHE_DIR="$logs/kernel-cache" POCL_CACHE_DIR="$logs/pocl-cache"
+rm -rf "$WARPVISOR_CACHE_DIR" "$POCL_CACHE_DIR"
+mkdir -p "$WARPVISOR_CACHE_DIR" "$POCL_CACHE_DIR"
+cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
+import sys, json
+for l in sys.stdin:
+    try: m = json.loads(l)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
+        print(m["target"]["name"], m["target"]["kind"][0], m["executable"], m["manifest_path"])
+' | while read -r name kind exe manifest; do
+  start=$(date +%s.%N)
+  (cd "$(dirname "$manifest")" && "$exe" >"$logs/$name-$kind.log" 2>&1)
+  rc=$?
+  printf "%-28s %-5s rc=%d %7.1f s\n" "$name" "$kind" "$rc" "$(echo "$(date +%s.%N) - $start" | bc)"
+done
