@@ -4,11 +4,13 @@
 # backend: the jobs runner's throughput (`warpvisor run --jobs`, 4 batches of --vms jobs, kernel
 # cache warm); `serve` of the WASI program and of the resident handler, closed loop (hey, 2 x
 # VMs connections, 15 s): throughput and p50/p99 latency; and both served at a fixed rate of
-# half the resident handler's capacity (hey -q): p50/p99. Markdown on stdout.
+# half the resident handler's capacity (hey -q): p50/p99. Then each benchmark's native x86
+# handler behind the same HTTP stack (native-serve: axum on tokio), closed loop the same way.
+# Markdown on stdout.
 #
 #   scripts/serve-bench.sh [BACKENDS] [VMS]      e.g. scripts/serve-bench.sh "cpu wasmtime" 64
 #
-# Needs hey (apt-get install -y hey), release builds of warpvisor and warpvisor-bench
+# Needs hey (apt-get install -y hey), release builds of warpvisor, warpvisor-bench and native-serve
 # (cargo build --release --workspace), and the machine otherwise idle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,7 @@ backends="${1:-cpu wasmtime}"
 vms="${2:-64}"
 bin=target/release/warpvisor
 benchbin=target/release/warpvisor-bench
+nativebin=target/release/native-serve
 work="$(mktemp -d)"
 server=""
 cleanup() { [ -n "$server" ] && kill "$server" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$work"; }
@@ -26,6 +29,14 @@ serve() { # MODULE BACKEND
   "$bin" serve "$1" --backend "$2" --vms "$vms" --queue-depth $((vms * 8)) \
     --listen "127.0.0.1:$port" 2>"$work/server.log" &
   server=$!
+  ready
+}
+serve_native() { # NAME
+  "$nativebin" "$1" --listen "127.0.0.1:$port" 2>"$work/server.log" &
+  server=$!
+  ready
+}
+ready() {
   for _ in $(seq 2400); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return; sleep 0.25; done
   echo "serve did not start: $(cat "$work/server.log")" >&2; exit 1
 }
@@ -70,4 +81,17 @@ for name in scrypt phash_modified strings; do
     ratio=$(python3 -c "print(f'{${rps[resident]}/$runner:.2f}x')")
     echo "| $name | $backend | $runner | ${rps[bench]} (${p50[bench]}/${p99[bench]}) | ${rps[resident]} (${p50[resident]}/${p99[resident]}) | $ratio | $rate:$fixed |"
   done
+done
+echo
+echo "| Benchmark | native handler, same HTTP stack (req/s, p50/p99 ms) |"
+echo "|---|---|"
+for name in scrypt phash_modified strings; do
+  "$benchbin" --write-requests "$work" --benchmarks "$name" --vms 1 --batches 1 2>/dev/null
+  serve_native "$name"
+  hey -z 3s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >/dev/null # warm up
+  hey -z 15s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/closed.txt"
+  read -r r a b bad < <(hey_stats "$work/closed.txt")
+  [ "$bad" = 0 ] || echo "warning: $name native: $bad replies not 200" >&2
+  stop
+  echo "| $name | $r ($a/$b) |"
 done

@@ -271,8 +271,10 @@ fn guest_programs_match_wasmtime_on_cuda_through_the_cpu_driver() {
     );
 }
 
-/// NVRTC's level for the guests on the CPU driver: -O2's PTX is what a GPU user runs.
-const CUDA_GUEST_OPT: u8 = 2;
+/// NVRTC's level for the guests on the CPU driver: `-G` (per C guest 27 s of NVRTC,
+/// translation and C compiler here against 61 s at -O2). -O2's PTX, what a GPU user runs, is
+/// executed by the spec scripts and the differential seeds on `cuda`.
+const CUDA_GUEST_OPT: u8 = 0;
 
 #[test]
 fn unknown_imports_are_rejected_by_name_unless_allowed() {
