@@ -8,14 +8,19 @@
 # handler behind the same HTTP stack (native-serve: axum on tokio), closed loop the same way.
 # Markdown on stdout.
 #
-#   scripts/serve-bench.sh [BACKENDS] [VMS]      e.g. scripts/serve-bench.sh "cpu wasmtime" 64
+#   scripts/serve-bench.sh [BACKENDS] [VMS] [BENCHMARKS]
+#   e.g. scripts/serve-bench.sh "cpu wasmtime" 64 "scrypt phash_modified strings lz4"
+# (benchmarks without a resident port get "-" in its columns and a fixed rate of half the WASI
+# program's capacity).
 #
+# SECONDS_PER_RUN sets each measured hey run (default 15).
 # Needs hey (apt-get install -y hey), release builds of warpvisor, warpvisor-bench and native-serve
 # (cargo build --release --workspace), and the machine otherwise idle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 backends="${1:-cpu wasmtime}"
 vms="${2:-64}"
+benchmarks="${3:-scrypt phash_modified strings}"
 bin=target/release/warpvisor
 benchbin=target/release/warpvisor-bench
 nativebin=target/release/native-serve
@@ -48,9 +53,11 @@ hey_stats() {
        END {printf "%.1f %.1f %.1f %d", rps, p50*1000, p99*1000, bad}' "$1"
 }
 
-echo "| Benchmark | Backend | jobs runner (req/s) | serve WASI (req/s, p50/p99 ms) | serve resident (req/s, p50/p99 ms) | resident / jobs runner | fixed rate (req/s): WASI p50/p99, resident p50/p99 |"
+echo "| Benchmark | Backend | jobs runner (req/s) | serve WASI (req/s, p50/p99 ms) | serve resident (req/s, p50/p99 ms) | WASI / resident vs jobs runner | fixed rate (req/s): WASI p50/p99, resident p50/p99 |"
 echo "|---|---|---|---|---|---|---|"
-for name in scrypt phash_modified strings; do
+for name in $benchmarks; do
+  models="bench"
+  [ -e "guests/wasm/resident-$name.wasm" ] && models="bench resident"
   "$benchbin" --write-requests "$work" --benchmarks "$name" --vms "$vms" --batches 4 2>/dev/null
   jobs="$work/$name.jobs.jsonl"; n=$(wc -l <"$jobs")
   for backend in $backends; do
@@ -58,38 +65,40 @@ for name in scrypt phash_modified strings; do
     t0=$(date +%s.%N)
     "$bin" run "guests/wasm/bench-$name.wasm" --backend "$backend" --vms "$vms" --jobs "$jobs" >/dev/null
     runner=$(python3 -c "print(f'{$n/($(date +%s.%N)-$t0):.1f}')")
-    declare -A rps p50 p99
-    for model in bench resident; do
+    declare -A rps=([resident]=-) p50=([resident]=-) p99=([resident]=-)
+    for model in $models; do
       serve "guests/wasm/$model-$name.wasm" "$backend"
-      hey -z 3s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >/dev/null # warm up
-      hey -z 15s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/closed.txt"
+      hey -z 2s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >/dev/null # warm up
+      hey -z "${SECONDS_PER_RUN:-15}s" -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/closed.txt"
       read -r r a b bad < <(hey_stats "$work/closed.txt")
       rps[$model]=$r; p50[$model]=$a; p99[$model]=$b
       [ "$bad" = 0 ] || echo "warning: $name $backend $model: $bad replies not 200" >&2
       stop
     done
-    rate=$(python3 -c "print(max(1, int(${rps[resident]} / 2)))")
+    capacity=${rps[resident]}
+    [ "$capacity" = - ] && capacity=${rps[bench]}
+    rate=$(python3 -c "print(max(1, int($capacity / 2)))")
     fixed=""
-    for model in bench resident; do
+    for model in $models; do
       serve "guests/wasm/$model-$name.wasm" "$backend"
       workers=$((vms * 2)); q=$(python3 -c "print(max(1, round($rate / $workers)))")
-      hey -z 15s -c "$workers" -q "$q" -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/fixed.txt"
+      hey -z "${SECONDS_PER_RUN:-15}s" -c "$workers" -q "$q" -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/fixed.txt"
       read -r r a b bad < <(hey_stats "$work/fixed.txt")
       fixed="$fixed $a/$b"
       stop
     done
-    ratio=$(python3 -c "print(f'{${rps[resident]}/$runner:.2f}x')")
+    ratio=$(python3 -c "print(f'{${rps[bench]}/$runner:.2f}x / ' + ('-' if '${rps[resident]}' == '-' else f'{${rps[resident]}/$runner:.2f}x'))")
     echo "| $name | $backend | $runner | ${rps[bench]} (${p50[bench]}/${p99[bench]}) | ${rps[resident]} (${p50[resident]}/${p99[resident]}) | $ratio | $rate:$fixed |"
   done
 done
 echo
 echo "| Benchmark | native handler, same HTTP stack (req/s, p50/p99 ms) |"
 echo "|---|---|"
-for name in scrypt phash_modified strings; do
+for name in $benchmarks; do
   "$benchbin" --write-requests "$work" --benchmarks "$name" --vms 1 --batches 1 2>/dev/null
   serve_native "$name"
-  hey -z 3s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >/dev/null # warm up
-  hey -z 15s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/closed.txt"
+  hey -z 2s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >/dev/null # warm up
+  hey -z "${SECONDS_PER_RUN:-15}s" -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/closed.txt"
   read -r r a b bad < <(hey_stats "$work/closed.txt")
   [ "$bad" = 0 ] || echo "warning: $name native: $bad replies not 200" >&2
   stop
