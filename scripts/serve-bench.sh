@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The serving benchmark: `warpvisor serve` driven by hey, against the jobs runner on the same
 # fleet. For each benchmark ported to the guest SDK (scrypt, phash_modified, strings), on each
-# backend: the jobs runner's throughput (`warpvisor run --jobs`, 4 batches of --vms jobs, kernel
-# cache warm); `serve` of the WASI program and of the resident handler, closed loop (hey, 2 x
+# backend: the jobs runner's throughput after compilation (`warpvisor run --jobs --stats`, 4
+# batches of --vms jobs, kernel cache warm); `serve` of the WASI program and of the resident handler, closed loop (hey, 2 x
 # VMs connections, 15 s): throughput and p50/p99 latency; and both served at a fixed rate of
 # half the resident handler's capacity (hey -q): p50/p99. Then each benchmark's native x86
 # handler behind the same HTTP stack (native-serve: axum on tokio), closed loop the same way.
@@ -50,7 +50,7 @@ stop() { kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true;
 hey_stats() {
   awk '/Requests\/sec/ {rps=$2} / 50% in/ {p50=$3} / 99% in/ {p99=$3}
        /^\s*\[[0-9]+\]/ {code=substr($1,2,3); if (code!="200") bad+=$2}
-       END {printf "%.1f %.1f %.1f %d", rps, p50*1000, p99*1000, bad}' "$1"
+       END {printf "%.1f %.1f %.1f %d\n", rps, p50*1000, p99*1000, bad}' "$1"
 }
 
 echo "| Benchmark | Backend | jobs runner (req/s) | serve WASI (req/s, p50/p99 ms) | serve resident (req/s, p50/p99 ms) | WASI / resident vs jobs runner | fixed rate (req/s): WASI p50/p99, resident p50/p99 |"
@@ -62,9 +62,9 @@ for name in $benchmarks; do
   jobs="$work/$name.jobs.jsonl"; n=$(wc -l <"$jobs")
   for backend in $backends; do
     "$bin" run "guests/wasm/bench-$name.wasm" --backend "$backend" --vms "$vms" --jobs "$jobs" >/dev/null 2>&1 # warm the cache
-    t0=$(date +%s.%N)
-    "$bin" run "guests/wasm/bench-$name.wasm" --backend "$backend" --vms "$vms" --jobs "$jobs" >/dev/null
-    runner=$(python3 -c "print(f'{$n/($(date +%s.%N)-$t0):.1f}')")
+    # Throughput after compilation (--stats): a server compiles once, before it listens.
+    runner=$("$bin" run "guests/wasm/bench-$name.wasm" --backend "$backend" --vms "$vms" \
+      --jobs "$jobs" --stats 2>&1 >/dev/null | sed -n 's/.*(\([0-9.]*\) jobs\/s after compilation).*/\1/p')
     declare -A rps=([resident]=-) p50=([resident]=-) p99=([resident]=-)
     for model in $models; do
       serve "guests/wasm/$model-$name.wasm" "$backend"
