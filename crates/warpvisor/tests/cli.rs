@@ -431,14 +431,7 @@ fn a_closed_standard_output_stops_every_command_quietly() {
     let module = tmp("div4.wat");
     std::fs::write(&module, DIV).unwrap();
     let m = module.to_str().unwrap();
-    let script = tmp("pipe.wast");
-    std::fs::write(
-        &script,
-        format!(
-            "{DIV}\n(assert_return (invoke \"div\" (i32.const 6) (i32.const 3)) (i32.const 2))\n"
-        ),
-    )
-    .unwrap();
+    let script = div_script("pipe.wast");
     let hello = example("hello.wasm");
     for args in [
         &["--help"][..],
@@ -556,9 +549,9 @@ fn absurd_flag_values_are_one_line_errors() {
     }
 }
 
-#[test]
-fn progress_lines_come_on_stderr_when_asked_for() {
-    let script = tmp("progress.wast");
+/// A spec script `name` in the temporary folder: [`DIV`] and one assertion on it.
+fn div_script(name: &str) -> PathBuf {
+    let script = tmp(name);
     std::fs::write(
         &script,
         format!(
@@ -566,6 +559,12 @@ fn progress_lines_come_on_stderr_when_asked_for() {
         ),
     )
     .unwrap();
+    script
+}
+
+#[test]
+fn progress_lines_come_on_stderr_when_asked_for() {
+    let script = div_script("progress.wast");
     let run = |progress: bool| {
         let mut cmd = Command::new(common::warpvisor_bin());
         cmd.args(["wast", "--backend", "cpu"]).arg(&script);

@@ -118,13 +118,7 @@ fn resident_handlers_keep_their_state_and_answer_every_request() {
         );
         assert!(again.iter().any(|r| r.body[0] > 1), "{backend}: {again:?}");
         // The fleet's device time is reported; a wasmtime pool has none.
-        let metrics = server.request("GET", "/metrics", b"", false);
-        let text = String::from_utf8_lossy(&metrics.body);
-        let executed: f64 = text
-            .lines()
-            .find_map(|l| l.strip_prefix("warpvisor_device_seconds_total{phase=\"execute\"} "))
-            .and_then(|v| v.parse().ok())
-            .expect("device time");
+        let (executed, text) = server.metric("warpvisor_device_seconds_total{phase=\"execute\"}");
         assert_eq!(executed > 0.0, backend == "cpu", "{backend}: {text}");
     }
 }
@@ -182,15 +176,9 @@ fn a_fault_costs_only_its_own_request_and_the_vm_is_restarted() {
             after.iter().all(|r| r.status == 200),
             "{backend}: {after:?}"
         );
-        let metrics = server.request("GET", "/metrics", b"", false);
-        let text = String::from_utf8_lossy(&metrics.body);
-        let restarts: u64 = text
-            .lines()
-            .find_map(|l| l.strip_prefix("warpvisor_vm_restarts_total "))
-            .and_then(|v| v.parse().ok())
-            .expect("restart counter");
+        let (restarts, text) = server.metric("warpvisor_vm_restarts_total");
         // The trap, the two loops, the exit and the three bad pointers each ended a VM.
-        assert!(restarts >= 7, "{backend}: {restarts} restarts\n{text}");
+        assert!(restarts >= 7.0, "{backend}: {restarts} restarts\n{text}");
     }
 }
 

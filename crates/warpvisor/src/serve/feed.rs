@@ -104,9 +104,15 @@ impl<'a> QueueFeed<'a> {
 }
 
 impl JobFeed for QueueFeed<'_> {
-    fn fleet_stats(&mut self, now: &FleetStats) {
+    fn round_begins(&mut self, now: &FleetStats) {
         self.stats.device.add(&self.last, now);
         self.last = *now;
+        // The last round's starts were one batch.
+        if self.started > 0 {
+            self.stats.batches.fetch_add(1, Ordering::Relaxed);
+            self.stats.batch_size.observe(self.started as f64);
+            self.started = 0;
+        }
     }
 
     fn job_for(&mut self, vm: u32) -> Option<WasiJob> {
@@ -136,12 +142,6 @@ impl JobFeed for QueueFeed<'_> {
     }
 
     fn overdue(&mut self) -> Vec<u32> {
-        // A new round: the last one's starts were one batch.
-        if self.started > 0 {
-            self.stats.batches.fetch_add(1, Ordering::Relaxed);
-            self.stats.batch_size.observe(self.started as f64);
-            self.started = 0;
-        }
         let Some(limit) = self.job_timeout else {
             return Vec::new();
         };

@@ -23,8 +23,9 @@ pub trait JobFeed {
     /// Returns once a job may be waiting, or at `until`. `false` ends serving; it is only
     /// honoured once every VM is idle (the others finish their jobs first).
     fn wait(&mut self, until: Option<Instant>, idle_vms: usize) -> bool;
-    /// The fleet's counters at the start of a round (for reporting device time as it grows).
-    fn fleet_stats(&mut self, _now: &FleetStats) {}
+    /// A round begins, with the fleet's counters so far (device time as it grows); the jobs
+    /// handed out since the last call started together.
+    fn round_begins(&mut self, _now: &FleetStats) {}
 }
 
 /// Serves `feed`'s jobs on `fleet` (built with continuations) until the feed ends serving.
@@ -57,7 +58,7 @@ impl JobSupervisor<'_> {
 
 impl Supervisor for JobSupervisor<'_> {
     fn round(&mut self, fleet: &mut Supervised<'_>) {
-        self.feed.fleet_stats(&fleet.stats());
+        self.feed.round_begins(&fleet.stats());
         for (vm, outcome) in fleet.ended().to_vec() {
             let Some(busy) = self.busy.get_mut(vm as usize) else {
                 continue;

@@ -95,6 +95,19 @@ impl Server {
         Reply::parse(&raw)
     }
 
+    /// The value of the `/metrics` sample whose line starts with `sample` (name and labels),
+    /// and the whole page for messages.
+    pub fn metric(&self, sample: &str) -> (f64, String) {
+        let page = self.request("GET", "/metrics", b"", false);
+        let text = String::from_utf8_lossy(&page.body).into_owned();
+        let value = text
+            .lines()
+            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no sample {sample} in\n{text}"));
+        (value, text)
+    }
+
     /// `POST /run` with `body`.
     pub fn post(&self, body: &[u8]) -> Reply {
         self.request("POST", "/run", body, false)
