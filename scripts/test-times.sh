@@ -6,7 +6,7 @@
 #   scripts/test-times.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-logs=${LOGS:-target/test-times}
+logs=$(realpath -m "${LOGS:-target/test-times}")
 mkdir -p "$logs"
 nvrtc=$(python3 -c 'import nvidia.cuda_nvrtc, os; print(os.path.join(list(nvidia.cuda_nvrtc.__path__)[0], "lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH="$nvrtc${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -14,6 +14,7 @@ export WARPVISOR_REQUIRE_NVRTC=1
 export WARPVISOR_CACHE_DIR="$logs/kernel-cache" POCL_CACHE_DIR="$logs/pocl-cache"
 rm -rf "$WARPVISOR_CACHE_DIR" "$POCL_CACHE_DIR"
 mkdir -p "$WARPVISOR_CACHE_DIR" "$POCL_CACHE_DIR"
+cargo test --workspace --no-run >/dev/null 2>&1  # build first: timings without a compiler beside them
 cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
 import sys, json
 for l in sys.stdin:

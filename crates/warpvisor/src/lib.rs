@@ -18,6 +18,7 @@ pub mod limits;
 pub mod ptx;
 pub mod runner;
 pub mod serve;
+pub mod simt;
 pub mod vmm;
 pub mod wasi;
 pub mod wast;

@@ -3,6 +3,8 @@
 
 mod callgraph;
 mod liveness;
+mod postdom;
 
 pub use callgraph::{CallGraph, Signatures};
 pub use liveness::Liveness;
+pub use postdom::post_dominators;

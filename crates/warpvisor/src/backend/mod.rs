@@ -113,6 +113,11 @@ pub trait ImportService: Sync {
     /// (one word each, as in the result words) and receives the results. `false` when the VM
     /// must stop (a trap or an exit, which the service records).
     fn serve(&self, memory: &mut crate::vmm::VmMemory<'_>, import: u32, words: &mut [u64]) -> bool;
+
+    /// Takes VM `vm`'s next trace words (a traced kernel, `warpvisor simt`).
+    fn trace(&self, vm: u32, words: &[u32]) {
+        let _ = (vm, words);
+    }
 }
 
 /// A loaded kernel (one partition of a program), ready to run fleets. Every partition of a

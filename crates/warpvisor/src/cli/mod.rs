@@ -6,6 +6,7 @@ mod progress;
 mod ptx;
 mod run;
 mod serve;
+mod simt;
 mod wasi_suite;
 mod wast;
 
@@ -81,6 +82,9 @@ enum Command {
     Ptx(ptx::PtxCommand),
     /// Serve a WASI program over HTTP: one request per job, batched onto a resident fleet.
     Serve(serve::ServeArgs),
+    /// Predict SIMT behaviour: trace a fleet's VMs, replay them in warps.
+    #[command(subcommand)]
+    Simt(simt::SimtCommand),
 }
 
 /// Settings shared by the commands that build kernels and fleets.
@@ -179,6 +183,7 @@ impl FleetArgs {
                 .partition_ops
                 .unwrap_or(dialect.default_partition_ops()),
             memory_checks: MemoryChecks::Explicit,
+            trace: false,
         };
         options.memory_checks = self
             .memory_checks
@@ -392,6 +397,7 @@ pub fn main() -> i32 {
         Command::WasiSuite(a) => wasi_suite::run(a),
         Command::Ptx(c) => ptx::run(c),
         Command::Serve(a) => serve::run(a),
+        Command::Simt(c) => simt::run(c),
     };
     match result {
         Ok(code) => code,

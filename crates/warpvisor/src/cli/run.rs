@@ -142,7 +142,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
 
 /// The non-blank lines of a jobs file of at most [`MAX_JOBS_FILE_SIZE`] bytes, with their
 /// numbers (from 1).
-fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
+pub(super) fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
     let bytes = read_limited(path, MAX_JOBS_FILE_SIZE, "jobs file")?;
     let mut out = Vec::new();
     for (i, line) in bytes.split(|&b| b == b'\n').enumerate() {

@@ -14,6 +14,7 @@
 
 mod continuation;
 mod marks;
+mod trace;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt::Write;
@@ -330,6 +331,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             }
         }
         self.marks.before(self.op_index);
+        self.trace(op);
         match op {
             O::Nop => {}
             O::Unreachable => {

@@ -16,6 +16,7 @@ use crate::abi;
 use crate::analysis::{CallGraph, Signatures};
 use crate::frontend::Module;
 use crate::limits;
+use crate::simt::BlockTable;
 
 /// Marks a function no partition starts.
 pub const NO_PARTITION: u32 = u32::MAX;
@@ -56,10 +57,20 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
     if direct {
         graph = graph.with_direct_calls();
     }
+    let blocks = match options.trace {
+        false => None,
+        true if !direct => {
+            return Err(CodegenError::Limit(
+                "tracing needs direct calls (--calls direct, the cpu backend)".into(),
+            ))
+        }
+        true => Some(BlockTable::of(module).map_err(|e| CodegenError::Limit(e.to_string()))?),
+    };
     let ctx = ModuleContext {
         module,
         sigs: &sigs,
         graph: &graph,
+        blocks: blocks.as_ref(),
     };
     let layout = kernel_layout(module, options)?;
     let dispatchable = partition::dispatchable(module, &graph);
@@ -141,6 +152,12 @@ fn emit_partition(
         out,
         "#define WV_GUARD_REGIONS {}",
         u8::from(options.memory_checks == MemoryChecks::Guard)
+    );
+    let _ = writeln!(out, "#define WV_TRACE {}", u8::from(options.trace));
+    let _ = writeln!(
+        out,
+        "#define WV_TRACE_WORDS {}u",
+        crate::simt::KERNEL_TRACE_WORDS
     );
     let _ = writeln!(out, "#define WV_NUM_FUNCS {n}u");
     let _ = writeln!(

@@ -19,6 +19,7 @@ use wasmparser::ValType;
 
 use crate::analysis::{CallGraph, Signatures};
 use crate::frontend::Module;
+use crate::simt::BlockTable;
 
 /// The runtime shared by every kernel.
 pub const PRELUDE: &str = include_str!("prelude.h");
@@ -69,6 +70,10 @@ pub struct KernelOptions {
     /// How memory accesses are kept inside the VM's memory.
     #[serde(default)]
     pub memory_checks: MemoryChecks,
+    /// Record every VM's basic blocks and memory addresses for `warpvisor simt` (direct
+    /// calls only). Off, kernels hold no tracing code at all.
+    #[serde(default)]
+    pub trace: bool,
 }
 
 /// How a kernel keeps each memory access inside its VM's memory.
@@ -184,6 +189,7 @@ impl Default for KernelOptions {
             meter_fuel: false,
             calls: CallMode::Continuations,
             memory_checks: MemoryChecks::Explicit,
+            trace: false,
         }
     }
 }
@@ -221,6 +227,8 @@ pub(crate) struct ModuleContext<'m, 'a> {
     pub module: &'m Module<'a>,
     pub sigs: &'m Signatures,
     pub graph: &'m CallGraph,
+    /// The basic blocks a traced kernel records (`KernelOptions::trace`).
+    pub blocks: Option<&'m BlockTable>,
 }
 
 /// C type of a WebAssembly value type (references are 32-bit).

@@ -425,6 +425,7 @@ mod tests {
             module: &module,
             sigs: &sigs,
             graph: &graph,
+            blocks: None,
         };
         let sizes: Vec<usize> = (0..module.funcs.len() as u32)
             .map(|f| cost(&module, f))

@@ -172,7 +172,15 @@ typedef struct wv_ctx {
   uint8_t *db;
   uint64_t stack_floor;
   uint32_t vm;
+#if WV_TRACE
+  /* The VM's trace words not yet given to the host (simt/trace.rs). */
+  uint32_t tn;
+  uint32_t tb[WV_TRACE_WORDS];
+#endif
 } wv_ctx;
+#if WV_TRACE
+static void wv_trace_flush(wv_ctx *c);
+#endif
 #define WV_CTX_PARAMS wv_ctx *c
 #define WV_CTX_ARGS c
 /* The fleet and the VM's index, for the cold paths (traps, table and bulk operators). */
@@ -191,11 +199,17 @@ WV_FN void wv_ctx_enter(wv_ctx *c, wv_fleet *f, uint32_t vm) {
   c->db = 0;
 #endif
   c->stack_floor = f->stack_floor;
+#if WV_TRACE
+  c->tn = 0;
+#endif
 }
-WV_FN void wv_ctx_leave(const wv_ctx *c) {
+WV_FN void wv_ctx_leave(wv_ctx *c) {
   wv_fleet *const f = c->f;
   const uint32_t vm = c->vm;
   for (uint32_t g = 0; g < WV_NUM_GLOBALS; g++) WV_GLB(g) = c->g[g];
+#if WV_TRACE
+  if (c->tn) wv_trace_flush(c);
+#endif
 }
 #undef WV_GLOBALS_VIEW
 #undef WV_G
@@ -489,7 +503,27 @@ WV_FN void wv_admit(const wv_fleet *f, uint32_t vm) {
  * or an exit the host recorded). */
 typedef uint32_t (*wv_host_fn)(const void *ctx, uint32_t vm, uint32_t import, uint64_t *words,
                                uint32_t nwords);
-typedef struct { wv_host_fn call; const void *ctx; } wv_host;
+/* The host's trace sink (backend::cpu::HostCalls::trace): takes VM `vm`'s next `n` words. */
+typedef void (*wv_trace_fn)(const void *ctx, uint32_t vm, const uint32_t *words, uint32_t n);
+typedef struct { wv_host_fn call; const void *ctx; wv_trace_fn trace; } wv_host;
+
+#if WV_TRACE
+/* Tracing (warpvisor simt trace): each VM records the id of every basic block it enters and
+ * the effective address of every memory access (simt/blocks.rs says which blocks and which
+ * accesses), in its context's buffer; a full buffer, and whatever is left when the VM leaves
+ * the kernel, goes to the host. */
+static __attribute__((noinline, cold)) void wv_trace_flush(wv_ctx *c) {
+  const wv_host *h = (const wv_host *)(uintptr_t)c->f->host;
+  if (h != 0 && h->trace != 0) h->trace(h->ctx, c->vm, c->tb, c->tn);
+  c->tn = 0;
+}
+#define WV_TRACE_PUT(w) do { if (c->tn == WV_TRACE_WORDS) wv_trace_flush(c); c->tb[c->tn++] = (uint32_t)(w); } while (0)
+/* Entering basic block `id`. */
+#define WV_TRACE_BLOCK(id) WV_TRACE_PUT(id)
+/* An access at addr + offset (an address past 4 GiB, which traps, records as 0xffffffff). */
+#define WV_TRACE_EA(addr, offset) do { uint64_t t_ = (uint64_t)(uint32_t)(addr) + (uint64_t)(offset); \
+  WV_TRACE_PUT(t_ > 0xffffffffu ? 0xffffffffu : t_); } while (0)
+#endif
 
 /* Recursion runs on the worker's native stack: a frame below the floor wv_launch set traps.
  * On x86-64 the check reads the stack pointer itself: __builtin_frame_address(0) would give

@@ -15,6 +15,7 @@ use crate::abi::{status, FleetBuffer, FleetShape, PerVmArray, VmControl, FRAME_H
 use crate::backend::{merge_adjacent, Traffic, VmmOnly};
 use crate::codegen::MemoryChecks;
 use crate::layout::{InterleavedLayout, GUARD_STRIDE};
+use crate::simt::{JobTrace, TraceRecorder};
 
 /// Address space one fleet with guard regions may reserve: half of x86-64's 47-bit user space
 /// (16,256 VMs; 64 TiB of `PROT_NONE` reservation was granted here, 100 TiB refused).
@@ -39,6 +40,9 @@ pub struct FleetConfig {
     /// launch without system calls is stopped by `fuel`, not by this.
     pub timeout: Option<Duration>,
 }
+
+/// Trace words kept per VM unless [`Fleet::set_trace_limit`] says otherwise (64 MiB).
+pub const DEFAULT_TRACE_WORDS_PER_VM: usize = 16 << 20;
 
 impl Default for FleetConfig {
     fn default() -> Self {
@@ -83,6 +87,8 @@ pub struct Fleet {
     timeout: Option<Duration>,
     /// Where the time went so far (transfers and bytes are added when asked).
     pub(super) stats: FleetStats,
+    /// A traced kernel's records (`KernelOptions::trace`).
+    trace: Option<TraceRecorder>,
 }
 
 impl Fleet {
@@ -191,9 +197,29 @@ impl Fleet {
             imports,
             initial_pages: mem_initial as u32,
             table_initial,
+            trace: None,
         };
+        if fleet.program.options.trace {
+            fleet.trace = Some(TraceRecorder::new(
+                config.num_vms,
+                DEFAULT_TRACE_WORDS_PER_VM,
+            ));
+        }
         fleet.instantiate(&globals)?;
         Ok(fleet)
+    }
+
+    /// Keeps at most `words` trace words of each VM from now on (a traced kernel; the VMs'
+    /// records so far are dropped).
+    pub fn set_trace_limit(&mut self, words: usize) {
+        if let Some(t) = &mut self.trace {
+            *t = TraceRecorder::new(self.storage.controls.len() as u32, words);
+        }
+    }
+
+    /// Every VM's trace records since the last call, if the kernel traces.
+    pub fn take_trace(&mut self) -> Option<Vec<JobTrace>> {
+        self.trace.as_ref().map(TraceRecorder::take)
     }
 
     /// The program this fleet runs.
@@ -400,6 +426,7 @@ impl Fleet {
             &mut *self.imports.host,
             &mut self.host_stops,
             deadline,
+            self.trace.as_ref(),
         );
         let times = kernel.launch(self.storage.device(), &imports)?;
         self.stats.hypercalls += imports.served.into_inner();

@@ -18,6 +18,7 @@ use crate::abi::status;
 use crate::backend::ImportService;
 use crate::frontend::Module;
 use crate::layout::PAGE;
+use crate::simt::TraceRecorder;
 
 /// Runs one host call with `args`; a host function's panic is its VM's `host_error`.
 fn call_host(
@@ -53,6 +54,8 @@ pub(super) struct DirectImports<'a> {
     module: &'a Module<'static>,
     state: Mutex<DirectState<'a>>,
     deadline: Option<Instant>,
+    /// Where a traced kernel's records go.
+    trace: Option<&'a TraceRecorder>,
     /// Calls that returned to their VM.
     pub(super) served: AtomicU64,
 }
@@ -65,11 +68,13 @@ impl<'a> DirectImports<'a> {
         host: &'a mut dyn HostFunctions,
         stops: &'a mut [Option<HostStop>],
         deadline: Option<Instant>,
+        trace: Option<&'a TraceRecorder>,
     ) -> Self {
         DirectImports {
             module,
             state: Mutex::new(DirectState { host, stops }),
             deadline,
+            trace,
             served: AtomicU64::new(0),
         }
     }
@@ -84,6 +89,12 @@ impl<'a> DirectImports<'a> {
 }
 
 impl ImportService for DirectImports<'_> {
+    fn trace(&self, vm: u32, words: &[u32]) {
+        if let Some(t) = self.trace {
+            t.record(vm, words);
+        }
+    }
+
     fn serve(&self, memory: &mut VmMemory<'_>, import: u32, words: &mut [u64]) -> bool {
         let vm = memory.vm();
         if import as usize >= self.module.imported_funcs {

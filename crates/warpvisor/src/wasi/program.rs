@@ -128,6 +128,11 @@ impl WasiFleet {
         })
     }
 
+    /// The fleet the jobs run on (tracing: `Fleet::take_trace` after each batch).
+    pub fn fleet_mut(&mut self) -> &mut Fleet {
+        &mut self.fleet
+    }
+
     /// VMs in the fleet: the most jobs one batch may hold.
     pub fn num_vms(&self) -> u32 {
         self.fleet.num_vms()

@@ -64,6 +64,7 @@ pub(super) fn stack_floor(budget: u64) -> u64 {
 pub struct HostCalls {
     call: unsafe extern "C" fn(*const c_void, u32, u32, *mut u64, u32) -> u32,
     ctx: *const c_void,
+    trace: unsafe extern "C" fn(*const c_void, u32, *const u32, u32),
 }
 
 /// What [`serve_import`] needs: the service and where the running VMs' memories are.
@@ -97,6 +98,7 @@ pub(super) fn with_services<R>(
     let calls = HostCalls {
         call: serve_import,
         ctx: (&context as *const DirectContext<'_>).cast(),
+        trace: take_trace,
     };
     body(HostServices {
         host: &calls as *const HostCalls as u64,
@@ -141,4 +143,22 @@ unsafe extern "C" fn serve_import(
         }))
     });
     u32::from(!matches!(served, Ok(true)))
+}
+
+/// `wv_host.trace`: VM `vm`'s next `n` trace words, from the calling worker.
+unsafe extern "C" fn take_trace(ctx: *const c_void, vm: u32, words: *const u32, n: u32) {
+    let _ = super::guard::outside_scope(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if words.is_null() {
+                return;
+            }
+            // SAFETY: `ctx` is the `DirectContext` of `with_services`, alive for the launch;
+            // `words` is the VM's trace buffer of `n` words in its worker's context.
+            unsafe {
+                let cx = &*ctx.cast::<DirectContext<'_>>();
+                cx.imports
+                    .trace(vm, std::slice::from_raw_parts(words, n as usize));
+            }
+        }))
+    });
 }

@@ -1,0 +1,221 @@
+//! `warpvisor simt`: trace a program's VMs and predict how they would run on SIMT hardware.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::run::{parse_dirs, parse_env, program_name, read_lines};
+use super::{errln, read_file, MAX_MEMORY_PAGES, MAX_VMS};
+use warpvisor::backend::cpu::CpuBackend;
+use warpvisor::jobs::{parse_arg, parse_job};
+use warpvisor::simt::tracer::{trace_invoke, trace_wasi, traced_program};
+use warpvisor::simt::{analyze, AnalysisConfig, Grouping, Report, Trace};
+use warpvisor::vmm::FleetConfig;
+use warpvisor::wasi::program::{self, WasiRunConfig};
+use warpvisor::wasi::WasiJob;
+
+/// `warpvisor simt` subcommands.
+#[derive(Subcommand)]
+pub enum SimtCommand {
+    /// Run jobs on a traced fleet (cpu) and write the trace.
+    Trace(TraceArgs),
+    /// Replay a trace in warps: SIMT efficiency, per-function losses, memory sectors.
+    Analyze(AnalyzeArgs),
+}
+
+/// Arguments of `warpvisor simt trace`.
+#[derive(Args)]
+pub struct TraceArgs {
+    /// The module (.wasm or .wat).
+    module: PathBuf,
+    /// Exported function to call; without it the module is a WASI program and `_start` runs.
+    #[arg(long)]
+    invoke: Option<String>,
+    /// Jobs file, as `warpvisor run --jobs`; without it every VM runs the arguments after --.
+    #[arg(long)]
+    jobs: Option<PathBuf>,
+    /// VMs in the traced fleet (the layout the memory analysis assumes).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=MAX_VMS as i64))]
+    vms: u32,
+    /// Where to write the trace.
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+    /// Most MiB of trace kept per job; a longer job's trace is cut (and the report says so).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_trace_mib: u32,
+    /// Most 64 KiB pages a VM's memory may grow to.
+    #[arg(long = "max-memory", default_value_t = 256, value_name = "PAGES",
+          value_parser = clap::value_parser!(u32).range(0..=MAX_MEMORY_PAGES as i64))]
+    max_memory: u32,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=super::MAX_WORKERS))]
+    workers: Option<usize>,
+    /// Environment variable of every WASI VM (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Preopen host directory HOST as GUEST for every WASI VM (repeatable).
+    #[arg(long = "dir", value_name = "HOST::GUEST")]
+    dirs: Vec<String>,
+    /// Arguments (of the function, or of the WASI program) when there is no jobs file.
+    #[arg(last = true)]
+    args: Vec<String>,
+}
+
+/// Arguments of `warpvisor simt analyze`.
+#[derive(Args)]
+pub struct AnalyzeArgs {
+    /// A file `warpvisor simt trace` wrote.
+    trace: PathBuf,
+    /// Warp widths to replay, comma-separated, each 1 to 64.
+    #[arg(long, default_value = "8,16,32", value_delimiter = ',')]
+    widths: Vec<u32>,
+    /// How warps are formed: `consecutive` jobs (as the GPU backends place VMs) or `similar`
+    /// (jobs of similar length together).
+    #[arg(long, default_value = "consecutive", value_parser = ["consecutive", "similar"])]
+    grouping: String,
+    /// Also write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Also write a chart of per-function efficiency (SVG) here.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+}
+
+/// Runs `warpvisor simt`; returns the exit code.
+pub fn run(command: SimtCommand) -> anyhow::Result<i32> {
+    match command {
+        SimtCommand::Trace(a) => trace(a),
+        SimtCommand::Analyze(a) => analyze_trace(a),
+    }
+}
+
+fn trace(args: TraceArgs) -> anyhow::Result<i32> {
+    let bytes = read_file(&args.module)?;
+    let binary = warpvisor::frontend::to_binary(&bytes)?;
+    let max_words = (args.max_trace_mib as usize) << 18;
+    let fleet = FleetConfig {
+        num_vms: args.vms,
+        max_memory_pages: args.max_memory,
+        ..FleetConfig::default()
+    };
+    let backend = CpuBackend::new(args.workers)?;
+    let program = traced_program(&binary, &backend, 2)?;
+    let (trace, summary) = match &args.invoke {
+        Some(func) => {
+            let Some(ty) = warpvisor::frontend::export_func_type(&binary, func)? else {
+                anyhow::bail!("the module has no exported function `{func}`");
+            };
+            let params = ty.params().to_vec();
+            let jobs = match &args.jobs {
+                Some(path) => read_lines(path)?
+                    .into_iter()
+                    .map(|(n, line)| {
+                        parse_job(&line, &params)
+                            .map_err(|e| anyhow::anyhow!("{} line {n}: {e}", path.display()))
+                    })
+                    .collect::<anyhow::Result<Vec<_>>>()?,
+                None => {
+                    if args.args.len() != params.len() {
+                        anyhow::bail!(
+                            "`{func}` takes {} arguments, {} given after --",
+                            params.len(),
+                            args.args.len()
+                        );
+                    }
+                    let one = args
+                        .args
+                        .iter()
+                        .zip(&params)
+                        .map(|(a, t)| parse_arg(a, *t))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    vec![one; args.vms as usize]
+                }
+            };
+            let (outcomes, trace) = trace_invoke(&binary, program, func, fleet, &jobs, max_words)?;
+            let trapped = outcomes
+                .iter()
+                .filter(|o| matches!(o, warpvisor::vmm::Outcome::Trapped(_)))
+                .count();
+            (trace, format!("{} jobs, {trapped} trapped", outcomes.len()))
+        }
+        None => {
+            let env = parse_env(&args.env)?;
+            let jobs: Vec<WasiJob> = match &args.jobs {
+                Some(path) => read_lines(path)?
+                    .into_iter()
+                    .map(|(n, line)| {
+                        let mut job = program::parse_job(&line)
+                            .map_err(|e| anyhow::anyhow!("{} line {n}: {e}", path.display()))?;
+                        let mut all = env.clone();
+                        all.append(&mut job.env);
+                        job.env = all;
+                        Ok(job)
+                    })
+                    .collect::<anyhow::Result<_>>()?,
+                None => vec![
+                    WasiJob {
+                        args: args.args.clone(),
+                        env: env.clone(),
+                        stdin: Vec::new(),
+                    };
+                    args.vms as usize
+                ],
+            };
+            let config = WasiRunConfig {
+                fleet,
+                program_name: program_name(&args.module),
+                preopens: parse_dirs(&args.dirs)?,
+                allow_unknown_imports: false,
+            };
+            let (results, trace) = trace_wasi(&binary, program, &config, &jobs, max_words)?;
+            let trapped = results.iter().filter(|r| r.trap.is_some()).count();
+            (trace, format!("{} jobs, {trapped} trapped", results.len()))
+        }
+    };
+    let file = std::fs::File::create(&args.output)
+        .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", args.output.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    trace.write(&mut out)?;
+    out.flush()?;
+    let words: usize = trace.jobs.iter().map(|j| j.words.len()).sum();
+    let truncated = trace.jobs.iter().filter(|j| j.truncated).count();
+    errln!(
+        "traced {summary}: {words} words ({:.1} MiB) to {}{}",
+        words as f64 * 4.0 / (1 << 20) as f64,
+        args.output.display(),
+        if truncated > 0 {
+            format!(", {truncated} jobs cut at --max-trace-mib")
+        } else {
+            String::new()
+        }
+    );
+    Ok(0)
+}
+
+fn analyze_trace(args: AnalyzeArgs) -> anyhow::Result<i32> {
+    let trace = Trace::read_file(&args.trace)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.trace.display()))?;
+    let grouping = match args.grouping.as_str() {
+        "similar" => Grouping::Similar,
+        _ => Grouping::Consecutive,
+    };
+    let config = AnalysisConfig {
+        widths: args.widths.clone(),
+        grouping,
+    };
+    let results = analyze(&trace, &config)?;
+    let report = Report::new(&trace, grouping, &results);
+    let mut out = super::stdout();
+    out.write_all(report.markdown().as_bytes())?;
+    out.flush()?;
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    if let Some(path) = &args.svg {
+        std::fs::write(path, report.svg())
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(0)
+}

@@ -1,0 +1,569 @@
+//! Warp replay: the traced VMs grouped into warps, each warp run in lockstep over its lanes'
+//! records under a SIMT stack (threadfuser.md §II–III).
+//!
+//! The stack's entries are `(function, pc, reconvergence pc, mask)`. The lanes of the top
+//! entry all enter the same block; when they leave it for different successors, the entry
+//! waits at the block's immediate post-dominator and one entry per other successor runs until
+//! it gets there. A call pushes an entry per callee (lanes of a `call_indirect` may call
+//! different functions) that reconverges at the callee's virtual exit, so divergence never
+//! outlives a function. A call of an import is a **hypercall**: on a GPU the VM leaves the
+//! kernel there, so the lane parks; when no lane of the warp can go on, the warp is
+//! *relaunched* and the parked lanes resume, those at the same place (call stack and block)
+//! together.
+//!
+//! SIMT efficiency is the paper's Eq. 1, `Σ active lanes per issued instruction /
+//! (issued instructions × warp width)`, summed over every instruction of every warp
+//! (instruction-weighted); the mean of each warp's own ratio is reported beside it.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::blocks::{BlockEnd, FunctionBlocks, MemOp};
+use super::memory::{LaneAccess, SectorCounter};
+use super::trace::{Region, Trace};
+use super::SimtError;
+
+/// How warps are formed from jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Grouping {
+    /// Consecutive jobs, as the GPU backends map VMs to threads.
+    Consecutive,
+    /// Jobs sorted by how much they did (trace length), then consecutive: what a scheduler
+    /// that batched similar requests could reach.
+    Similar,
+}
+
+/// What to analyse.
+#[derive(Debug, Clone)]
+pub struct AnalysisConfig {
+    /// Warp widths, each replayed separately (at most 64).
+    pub widths: Vec<u32>,
+    /// Warp formation.
+    pub grouping: Grouping,
+}
+
+impl Default for AnalysisConfig {
+    fn default() -> Self {
+        AnalysisConfig {
+            widths: vec![8, 16, 32],
+            grouping: Grouping::Consecutive,
+        }
+    }
+}
+
+/// Instructions issued for a warp and executed by its lanes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Instructions the lanes executed (each lane's own count, summed).
+    pub thread: u64,
+    /// Instructions the warp issued (once for all its active lanes).
+    pub lockstep: u64,
+}
+
+impl Counts {
+    /// Eq. 1 at `width`: `thread / (lockstep × width)`; 1 when nothing ran.
+    pub fn efficiency(&self, width: u32) -> f64 {
+        if self.lockstep == 0 {
+            return 1.0;
+        }
+        self.thread as f64 / (self.lockstep as f64 * width as f64)
+    }
+
+    fn add(&mut self, other: Counts) {
+        self.thread += other.thread;
+        self.lockstep += other.lockstep;
+    }
+}
+
+/// Memory instructions of one region and the sectors they touch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MemCounts {
+    /// Warp memory instructions with at least one lane in the region.
+    pub instructions: u64,
+    /// Lane accesses.
+    pub accesses: u64,
+    /// 32-byte sectors at each of `memory::INTERLEAVES`.
+    pub sectors: [u64; 3],
+}
+
+/// The replay of every warp at one width.
+#[derive(Debug, Clone, Serialize)]
+pub struct WidthResult {
+    /// Lanes per warp.
+    pub width: u32,
+    /// Every warp's instructions.
+    pub counts: Counts,
+    /// Mean of the warps' own efficiencies.
+    pub warp_mean_efficiency: f64,
+    /// Warps replayed.
+    pub warps: u64,
+    /// Per function (index = function index), excluding its callees.
+    pub per_function: Vec<Counts>,
+    /// Per region: stack, data, heap.
+    pub memory: BTreeMap<Region, MemCounts>,
+    /// Launches per warp summed: 1 per warp, plus one per relaunch after hypercalls.
+    pub launches: u64,
+}
+
+impl WidthResult {
+    /// Eq. 1 over every instruction.
+    pub fn efficiency(&self) -> f64 {
+        self.counts.efficiency(self.width)
+    }
+}
+
+/// Replays `trace` at every width of `config`.
+pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Result<Vec<WidthResult>, SimtError> {
+    let mut order: Vec<usize> = (0..trace.jobs.len()).collect();
+    if config.grouping == Grouping::Similar {
+        order.sort_by_key(|&j| (trace.jobs[j].words.len(), j));
+    }
+    config
+        .widths
+        .iter()
+        .map(|&w| {
+            if !(1..=64).contains(&w) {
+                return Err(SimtError::Limit(format!(
+                    "warp width {w}: between 1 and 64 lanes"
+                )));
+            }
+            replay_width(trace, &order, w)
+        })
+        .collect()
+}
+
+fn replay_width(trace: &Trace, order: &[usize], width: u32) -> Result<WidthResult, SimtError> {
+    let nfuncs = trace.header.functions.len();
+    let mut result = WidthResult {
+        width,
+        counts: Counts::default(),
+        warp_mean_efficiency: 0.0,
+        warps: 0,
+        per_function: vec![Counts::default(); nfuncs],
+        memory: BTreeMap::new(),
+        launches: 0,
+    };
+    let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
+    let mut sum_eff = 0.0;
+    for chunk in order.chunks(width as usize) {
+        let mut warp = Warp::new(trace, chunk, &mut sectors, &mut result)?;
+        let counts = warp.run()?;
+        if counts.lockstep > 0 {
+            sum_eff += counts.efficiency(width);
+            result.warps += 1;
+        }
+        result.counts.add(counts);
+    }
+    result.warp_mean_efficiency = if result.warps == 0 {
+        1.0
+    } else {
+        sum_eff / result.warps as f64
+    };
+    Ok(result)
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LaneState {
+    Active,
+    /// Stopped at a hypercall (or between invocations); resumes at `block` of its function.
+    Parked {
+        block: u32,
+    },
+    Done,
+}
+
+struct Lane<'t> {
+    job: usize,
+    vm: u32,
+    words: &'t [u32],
+    pos: usize,
+    func: u32,
+    /// The callers: (function, block the call returns to).
+    frames: Vec<(u32, u32)>,
+    state: LaneState,
+}
+
+impl Lane<'_> {
+    fn peek(&self) -> Option<u32> {
+        self.words.get(self.pos).copied()
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    func: u32,
+    pc: u32,
+    rpc: u32,
+    mask: u64,
+}
+
+/// Where a lane goes after a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Next {
+    Block(u32),
+    Call(u32),
+}
+
+struct Warp<'t, 'r> {
+    trace: &'t Trace,
+    lanes: Vec<Lane<'t>>,
+    stack: Vec<Entry>,
+    sectors: &'r mut SectorCounter,
+    result: &'r mut WidthResult,
+    counts: Counts,
+    accesses: BTreeMap<Region, Vec<LaneAccess>>,
+}
+
+impl<'t, 'r> Warp<'t, 'r> {
+    fn new(
+        trace: &'t Trace,
+        jobs: &[usize],
+        sectors: &'r mut SectorCounter,
+        result: &'r mut WidthResult,
+    ) -> Result<Self, SimtError> {
+        let vms = trace.header.vms.max(1);
+        let mut lanes = Vec::with_capacity(jobs.len());
+        for &job in jobs {
+            let words = trace.jobs[job].words.as_slice();
+            let mut lane = Lane {
+                job,
+                vm: (job as u64 % vms as u64) as u32,
+                words,
+                pos: 0,
+                func: 0,
+                frames: Vec::new(),
+                state: LaneState::Done,
+            };
+            if let Some(id) = lane.peek() {
+                let (f, b) = locate(trace, job, id)?;
+                lane.func = f;
+                lane.state = LaneState::Parked { block: b };
+            }
+            lanes.push(lane);
+        }
+        Ok(Warp {
+            trace,
+            lanes,
+            stack: Vec::new(),
+            sectors,
+            result,
+            counts: Counts::default(),
+            accesses: BTreeMap::new(),
+        })
+    }
+
+    fn function(&self, f: u32, job: usize) -> Result<&'t FunctionBlocks, SimtError> {
+        self.trace
+            .header
+            .blocks
+            .function(f)
+            .ok_or_else(|| mismatch(job, format!("function {f} has no body")))
+    }
+
+    fn active_mask(&self) -> u64 {
+        self.lanes
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.state == LaneState::Active)
+            .fold(0, |m, (i, _)| m | 1 << i)
+    }
+
+    /// Resumes every parked lane; those at the same place share an entry (with entries for
+    /// their callers below it). `false` when no lane is left.
+    fn relaunch(&mut self) -> Result<bool, SimtError> {
+        let mut groups: BTreeMap<(Vec<(u32, u32)>, u32, u32), u64> = BTreeMap::new();
+        for (i, lane) in self.lanes.iter_mut().enumerate() {
+            if let LaneState::Parked { block } = lane.state {
+                if lane.peek().is_none() {
+                    lane.state = LaneState::Done;
+                    continue;
+                }
+                lane.state = LaneState::Active;
+                *groups
+                    .entry((lane.frames.clone(), lane.func, block))
+                    .or_default() |= 1 << i;
+            }
+        }
+        if groups.is_empty() {
+            return Ok(false);
+        }
+        self.result.launches += 1;
+        let job = self.lanes[0].job;
+        for ((frames, func, block), mask) in groups.into_iter().rev() {
+            for &(f, ret) in &frames {
+                let exit = self.function(f, job)?.exit();
+                self.stack.push(Entry {
+                    func: f,
+                    pc: ret,
+                    rpc: exit,
+                    mask,
+                });
+            }
+            let exit = self.function(func, job)?.exit();
+            self.stack.push(Entry {
+                func,
+                pc: block,
+                rpc: exit,
+                mask,
+            });
+        }
+        Ok(true)
+    }
+
+    fn run(&mut self) -> Result<Counts, SimtError> {
+        loop {
+            let Some(&top) = self.stack.last() else {
+                if self.relaunch()? {
+                    continue;
+                }
+                return Ok(self.counts);
+            };
+            let mask = top.mask & self.active_mask();
+            if mask == 0 || top.pc == top.rpc {
+                self.stack.pop();
+                continue;
+            }
+            self.step(top, mask)?;
+        }
+    }
+
+    /// Runs the top entry's block for the lanes of `mask` and moves the stack on.
+    fn step(&mut self, top: Entry, mask: u64) -> Result<(), SimtError> {
+        let first_job = self.lanes[mask.trailing_zeros() as usize].job;
+        let fb = self.function(top.func, first_job)?;
+        let Some(block) = fb.blocks.get(top.pc as usize) else {
+            return Err(mismatch(
+                first_job,
+                format!(
+                    "lanes left function {} before reaching block {}",
+                    top.func, top.rpc
+                ),
+            ));
+        };
+        let id = fb.first_id + top.pc;
+        let active = u64::from(mask.count_ones());
+        let issued = Counts {
+            thread: block.instructions as u64 * active,
+            lockstep: block.instructions as u64,
+        };
+        self.counts.add(issued);
+        if let Some(c) = self.result.per_function.get_mut(top.func as usize) {
+            c.add(issued);
+        }
+        let lanes: Vec<usize> = (0..self.lanes.len())
+            .filter(|i| mask & 1 << i != 0)
+            .collect();
+        for &i in &lanes {
+            let lane = &mut self.lanes[i];
+            if lane.peek() != Some(id) {
+                return Err(mismatch(
+                    lane.job,
+                    format!(
+                        "expected block {id} (function {} block {}), found {:?} at word {}",
+                        top.func,
+                        top.pc,
+                        lane.peek(),
+                        lane.pos
+                    ),
+                ));
+            }
+            lane.pos += 1;
+        }
+        self.memory(&block.mem, &lanes);
+        // Where each lane goes.
+        let mut next: BTreeMap<Next, u64> = BTreeMap::new();
+        for &i in &lanes {
+            let to = self.advance(i, top.func, top.pc, block.end, &block.succ, fb)?;
+            if let Some(to) = to {
+                *next.entry(to).or_default() |= 1 << i;
+            }
+        }
+        let Some(entry) = self.stack.last_mut() else {
+            return Ok(());
+        };
+        let calls: Vec<(u32, u64)> = next
+            .iter()
+            .filter_map(|(n, &m)| match n {
+                Next::Call(g) => Some((*g, m)),
+                Next::Block(_) => None,
+            })
+            .collect();
+        let jumps: Vec<(u32, u64)> = next
+            .iter()
+            .filter_map(|(n, &m)| match n {
+                Next::Block(b) => Some((*b, m)),
+                Next::Call(_) => None,
+            })
+            .collect();
+        if !calls.is_empty() {
+            entry.pc = top.pc + 1;
+            for &(g, m) in calls.iter().rev() {
+                let exit = self.function(g, first_job)?.exit();
+                self.stack.push(Entry {
+                    func: g,
+                    pc: 0,
+                    rpc: exit,
+                    mask: m,
+                });
+            }
+        } else if let [(t, _)] = jumps.as_slice() {
+            entry.pc = *t;
+        } else if !jumps.is_empty() {
+            let r = fb.ipdom[top.pc as usize];
+            entry.pc = r;
+            for &(t, m) in jumps.iter().rev() {
+                if t != r {
+                    self.stack.push(Entry {
+                        func: top.func,
+                        pc: t,
+                        rpc: r,
+                        mask: m,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Consumes lane `i`'s records of the block's accesses and counts the warp's sectors.
+    fn memory(&mut self, mem: &[MemOp], lanes: &[usize]) {
+        for op in mem {
+            for v in self.accesses.values_mut() {
+                v.clear();
+            }
+            for &i in lanes {
+                let lane = &mut self.lanes[i];
+                let n = op.words();
+                let Some(w) = lane.words.get(lane.pos..lane.pos + n) else {
+                    // The VM trapped before this access: nothing more of it.
+                    lane.pos = lane.words.len();
+                    continue;
+                };
+                lane.pos += n;
+                let vm = lane.vm;
+                let mut push = |addr: u32, len: u32| {
+                    let region = self.trace.header.regions.region(addr);
+                    self.accesses
+                        .entry(region)
+                        .or_default()
+                        .push(LaneAccess { vm, addr, len });
+                };
+                match *op {
+                    MemOp::Load { width } | MemOp::Store { width } => push(w[0], width),
+                    MemOp::Fill | MemOp::Init => push(w[0], w[1]),
+                    MemOp::Copy => {
+                        push(w[0], w[2]);
+                        push(w[1], w[2]);
+                    }
+                }
+            }
+            for (region, list) in &self.accesses {
+                if list.is_empty() {
+                    continue;
+                }
+                let s = self.sectors.count(list);
+                let c = self.result.memory.entry(*region).or_default();
+                c.instructions += 1;
+                c.accesses += list.len() as u64;
+                for k in 0..3 {
+                    c.sectors[k] += s[k];
+                }
+            }
+        }
+    }
+
+    /// Moves lane `i` past block `pc` of `func`: where it goes, or `None` when it parked or
+    /// finished.
+    fn advance(
+        &mut self,
+        i: usize,
+        func: u32,
+        pc: u32,
+        end: BlockEnd,
+        succ: &[u32],
+        fb: &FunctionBlocks,
+    ) -> Result<Option<Next>, SimtError> {
+        let trace = self.trace;
+        let lane = &mut self.lanes[i];
+        let exit = fb.exit();
+        let Some(next_id) = lane.peek() else {
+            // Finished (or trapped) here.
+            if end == BlockEnd::Exit && !lane.frames.is_empty() {
+                lane.frames.pop();
+            }
+            lane.state = LaneState::Done;
+            return Ok(None);
+        };
+        let (g, gb) = locate(trace, lane.job, next_id)?;
+        match end {
+            BlockEnd::Exit => match lane.frames.pop() {
+                Some((caller, _)) => {
+                    lane.func = caller;
+                    Ok(Some(Next::Block(exit)))
+                }
+                None => {
+                    // Another invocation of the same VM: it starts as a new launch would.
+                    lane.func = g;
+                    lane.state = LaneState::Parked { block: gb };
+                    Ok(None)
+                }
+            },
+            BlockEnd::Call { .. } | BlockEnd::CallIndirect
+                if gb == 0 && (g, gb) != (func, pc + 1) =>
+            {
+                if let BlockEnd::Call { callee } = end {
+                    if callee != g {
+                        return Err(mismatch(
+                            lane.job,
+                            format!("call of function {callee} entered function {g}"),
+                        ));
+                    }
+                }
+                lane.frames.push((func, pc + 1));
+                lane.func = g;
+                Ok(Some(Next::Call(g)))
+            }
+            BlockEnd::Call { .. } | BlockEnd::CallIndirect => {
+                // An import: the VM left the kernel for the host and resumes after the call.
+                let defined = match end {
+                    BlockEnd::Call { callee } => trace.header.blocks.function(callee).is_some(),
+                    _ => false,
+                };
+                if defined || (g, gb) != (func, pc + 1) {
+                    return Err(mismatch(
+                        lane.job,
+                        format!(
+                            "after the call in block {pc} of function {func}: block {gb} of \
+                             function {g}"
+                        ),
+                    ));
+                }
+                lane.state = LaneState::Parked { block: pc + 1 };
+                Ok(None)
+            }
+            BlockEnd::Jump => {
+                if g != func || !succ.contains(&gb) {
+                    return Err(mismatch(
+                        lane.job,
+                        format!("block {pc} of function {func} went to block {gb} of function {g}"),
+                    ));
+                }
+                Ok(Some(Next::Block(gb)))
+            }
+        }
+    }
+}
+
+fn locate(trace: &Trace, job: usize, id: u32) -> Result<(u32, u32), SimtError> {
+    trace
+        .header
+        .blocks
+        .locate(id)
+        .ok_or_else(|| mismatch(job, format!("{id} is no block id")))
+}
+
+fn mismatch(job: usize, why: String) -> SimtError {
+    SimtError::Mismatch { job, why }
+}

@@ -1,0 +1,290 @@
+//! The analysis as people and tools read it: Markdown, JSON ([`Report`] is `Serialize`) and an
+//! SVG chart of per-function efficiency.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::memory::INTERLEAVES;
+use super::replay::{Grouping, WidthResult};
+use super::trace::{Region, Trace};
+
+/// Efficiency at one warp width.
+#[derive(Debug, Clone, Serialize)]
+pub struct WidthRow {
+    /// Lanes per warp.
+    pub width: u32,
+    /// Eq. 1 over every issued instruction.
+    pub efficiency: f64,
+    /// The mean of each warp's own Eq. 1.
+    pub warp_mean_efficiency: f64,
+    /// Instructions the warps issued.
+    pub issued: u64,
+    /// Instructions the lanes executed.
+    pub executed: u64,
+    /// Kernel launches per warp, on average (hypercalls relaunch).
+    pub launches_per_warp: f64,
+}
+
+/// One function at the widest width, its callees excluded.
+#[derive(Debug, Clone, Serialize)]
+pub struct FunctionRow {
+    /// Function index.
+    pub index: u32,
+    /// Its name.
+    pub name: String,
+    /// Eq. 1 over its own instructions.
+    pub efficiency: f64,
+    /// Its share of the instructions the warps issued.
+    pub issued_share: f64,
+    /// Lane slots it leaves idle: issued × width − executed.
+    pub idle_lanes: u64,
+}
+
+/// Memory of one region at the widest width.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegionRow {
+    /// Stack, data or heap.
+    pub region: Region,
+    /// Warp memory instructions.
+    pub instructions: u64,
+    /// Sectors per warp instruction at interleave 0, 4 and 8.
+    pub sectors_per_instruction: [f64; 3],
+}
+
+/// What `warpvisor simt analyze` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Jobs (threads) analysed.
+    pub jobs: usize,
+    /// What ran.
+    pub entry: String,
+    /// How warps were formed.
+    pub grouping: Grouping,
+    /// Jobs whose trace was cut short by the recorder's limit.
+    pub truncated_jobs: usize,
+    /// One row per width, narrowest first.
+    pub widths: Vec<WidthRow>,
+    /// The width the function and memory rows are for (the widest).
+    pub detail_width: u32,
+    /// Functions that issued instructions, most idle lanes first.
+    pub functions: Vec<FunctionRow>,
+    /// Memory per region.
+    pub memory: Vec<RegionRow>,
+    /// Sectors per memory instruction over all regions, at interleave 0, 4 and 8.
+    pub sectors_per_instruction: [f64; 3],
+    /// The interleave with the fewest sectors.
+    pub recommended_interleave: u32,
+}
+
+impl Report {
+    /// The report of `results` (one per width) for `trace`.
+    pub fn new(trace: &Trace, grouping: Grouping, results: &[WidthResult]) -> Report {
+        let mut sorted: Vec<&WidthResult> = results.iter().collect();
+        sorted.sort_by_key(|r| r.width);
+        let widths = sorted
+            .iter()
+            .map(|r| WidthRow {
+                width: r.width,
+                efficiency: r.efficiency(),
+                warp_mean_efficiency: r.warp_mean_efficiency,
+                issued: r.counts.lockstep,
+                executed: r.counts.thread,
+                launches_per_warp: r.launches as f64 / r.warps.max(1) as f64,
+            })
+            .collect();
+        let detail = sorted.last().copied();
+        let detail_width = detail.map_or(0, |r| r.width);
+        let mut functions = Vec::new();
+        let mut memory = Vec::new();
+        let mut total_sectors = [0u64; 3];
+        let mut total_instructions = 0u64;
+        if let Some(r) = detail {
+            let issued = r.counts.lockstep.max(1) as f64;
+            for (f, c) in r.per_function.iter().enumerate() {
+                if c.lockstep == 0 {
+                    continue;
+                }
+                functions.push(FunctionRow {
+                    index: f as u32,
+                    name: trace.header.functions.get(f).cloned().unwrap_or_default(),
+                    efficiency: c.efficiency(r.width),
+                    issued_share: c.lockstep as f64 / issued,
+                    idle_lanes: c.lockstep * r.width as u64 - c.thread,
+                });
+            }
+            functions.sort_by(|a, b| b.idle_lanes.cmp(&a.idle_lanes).then(a.index.cmp(&b.index)));
+            for (region, m) in &r.memory {
+                total_instructions += m.instructions;
+                for k in 0..3 {
+                    total_sectors[k] += m.sectors[k];
+                }
+                memory.push(RegionRow {
+                    region: *region,
+                    instructions: m.instructions,
+                    sectors_per_instruction: per(m.sectors, m.instructions),
+                });
+            }
+        }
+        let best = (0..3).min_by_key(|&k| (total_sectors[k], k)).unwrap_or(0);
+        Report {
+            jobs: trace.jobs.len(),
+            entry: trace.header.entry.clone(),
+            grouping,
+            truncated_jobs: trace.jobs.iter().filter(|j| j.truncated).count(),
+            widths,
+            detail_width,
+            functions,
+            memory,
+            sectors_per_instruction: per(total_sectors, total_instructions),
+            recommended_interleave: INTERLEAVES[best],
+        }
+    }
+
+    /// The worst `n` functions (most idle lane slots).
+    pub fn worst(&self, n: usize) -> &[FunctionRow] {
+        &self.functions[..n.min(self.functions.len())]
+    }
+
+    /// The report for people.
+    pub fn markdown(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "# SIMT analysis: `{}`, {} jobs, warps of {} jobs\n",
+            self.entry,
+            self.jobs,
+            match self.grouping {
+                Grouping::Consecutive => "consecutive",
+                Grouping::Similar => "similar-length",
+            }
+        );
+        if self.truncated_jobs > 0 {
+            let _ = writeln!(
+                s,
+                "**{} jobs' traces were cut short** (the recorder's limit): their rest is missing.\n",
+                self.truncated_jobs
+            );
+        }
+        s.push_str("## SIMT efficiency (Eq. 1: executed / (issued × width))\n\n");
+        s.push_str(
+            "| width | efficiency | mean per warp | issued | executed | launches per warp |\n",
+        );
+        s.push_str("|---:|---:|---:|---:|---:|---:|\n");
+        for w in &self.widths {
+            let _ = writeln!(
+                s,
+                "| {} | {:.1}% | {:.1}% | {} | {} | {:.1} |",
+                w.width,
+                100.0 * w.efficiency,
+                100.0 * w.warp_mean_efficiency,
+                w.issued,
+                w.executed,
+                w.launches_per_warp
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n## Functions at width {} (own instructions, most idle lanes first)\n",
+            self.detail_width
+        );
+        s.push_str("| function | efficiency | share of issued | idle lane slots |\n");
+        s.push_str("|---|---:|---:|---:|\n");
+        for f in self.functions.iter().take(15) {
+            let _ = writeln!(
+                s,
+                "| `{}` ({}) | {:.1}% | {:.1}% | {} |",
+                f.name.replace('|', "\\|"),
+                f.index,
+                100.0 * f.efficiency,
+                100.0 * f.issued_share,
+                f.idle_lanes
+            );
+        }
+        let _ = writeln!(
+            s,
+            "\n## Memory at width {}: 32-byte sectors per warp memory instruction\n",
+            self.detail_width
+        );
+        s.push_str("| region | instructions | interleave 0 | interleave 4 | interleave 8 |\n");
+        s.push_str("|---|---:|---:|---:|---:|\n");
+        for m in &self.memory {
+            let [a, b, c] = m.sectors_per_instruction;
+            let _ = writeln!(
+                s,
+                "| {:?} | {} | {a:.2} | {b:.2} | {c:.2} |",
+                m.region, m.instructions
+            );
+        }
+        let [a, b, c] = self.sectors_per_instruction;
+        let _ = writeln!(s, "| all | | {a:.2} | {b:.2} | {c:.2} |");
+        let _ = writeln!(
+            s,
+            "\nRecommended: `--interleave {}` (fewest sectors).",
+            self.recommended_interleave
+        );
+        s
+    }
+
+    /// A bar chart of the per-function efficiency of the functions that issue the most.
+    pub fn svg(&self) -> String {
+        let mut rows: Vec<&FunctionRow> = self.functions.iter().collect();
+        rows.sort_by(|a, b| b.issued_share.total_cmp(&a.issued_share));
+        rows.truncate(20);
+        let (bar_h, left, width) = (22.0, 260.0, 420.0);
+        let height = 40.0 + bar_h * rows.len() as f64;
+        let mut s = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{height}\" \
+             font-family=\"sans-serif\" font-size=\"12\">\n",
+            left + width + 80.0
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"4\" y=\"16\">SIMT efficiency at width {} of the functions issuing the most</text>",
+            self.detail_width
+        );
+        for (k, f) in rows.iter().enumerate() {
+            let y = 28.0 + bar_h * k as f64;
+            let w = width * f.efficiency.clamp(0.0, 1.0);
+            let name: String = f.name.chars().take(36).collect();
+            let _ = writeln!(
+                s,
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+                left - 6.0,
+                y + 14.0,
+                xml_escape(&name)
+            );
+            let _ = writeln!(
+                s,
+                "<rect x=\"{left}\" y=\"{y}\" width=\"{w:.1}\" height=\"{}\" fill=\"#4878d0\"/>",
+                bar_h - 4.0
+            );
+            let _ = writeln!(
+                s,
+                "<text x=\"{:.1}\" y=\"{}\">{:.0}% ({:.0}% of issued)</text>",
+                left + w + 4.0,
+                y + 14.0,
+                100.0 * f.efficiency,
+                100.0 * f.issued_share
+            );
+        }
+        s.push_str("</svg>\n");
+        s
+    }
+}
+
+fn per(sectors: [u64; 3], instructions: u64) -> [f64; 3] {
+    let n = instructions.max(1) as f64;
+    [
+        sectors[0] as f64 / n,
+        sectors[1] as f64 / n,
+        sectors[2] as f64 / n,
+    ]
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
