@@ -428,19 +428,22 @@ mod tests {
         let t = table(
             r#"(module (memory 1) (func (param i32)
                  loop
-                   local.get 0 i32.load
+                   local.get 0 i32.load drop
                    local.get 0 i32.const 1 i32.sub local.tee 0
                    br_if 0
                  end))"#,
         );
         let f = t.function(0).unwrap();
-        // 0: loop | 1: body, br_if | 2: end (function end)
-        assert_eq!(f.blocks.len(), 3);
+        // 0: loop | 1: body, br_if | 2: the loop's end | 3: the function's end
+        assert_eq!(f.blocks.len(), 4);
         assert_eq!(f.blocks[1].succ, vec![1, 2]);
         assert_eq!(f.blocks[1].mem, vec![MemOp::Load { width: 4 }]);
         assert_eq!(f.ipdom[1], 2);
         assert_eq!(f.block_at(1), Some(1));
         assert_eq!(f.block_at(2), None);
+        assert_eq!(f.block_at(9), Some(2));
+        assert_eq!(f.block_at(10), Some(3));
+        assert_eq!(f.blocks[3].end, BlockEnd::Exit);
     }
 
     #[test]

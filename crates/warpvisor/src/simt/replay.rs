@@ -191,6 +191,9 @@ impl Lane<'_> {
     }
 }
 
+/// Where a parked lane resumes: its callers (function, return block), its function and block.
+type Place = (Vec<(u32, u32)>, u32, u32);
+
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     func: u32,
@@ -273,7 +276,7 @@ impl<'t, 'r> Warp<'t, 'r> {
     /// Resumes every parked lane; those at the same place share an entry (with entries for
     /// their callers below it). `false` when no lane is left.
     fn relaunch(&mut self) -> Result<bool, SimtError> {
-        let mut groups: BTreeMap<(Vec<(u32, u32)>, u32, u32), u64> = BTreeMap::new();
+        let mut groups: BTreeMap<Place, u64> = BTreeMap::new();
         for (i, lane) in self.lanes.iter_mut().enumerate() {
             if let LaneState::Parked { block } = lane.state {
                 if lane.peek().is_none() {
@@ -467,8 +470,8 @@ impl<'t, 'r> Warp<'t, 'r> {
                 let c = self.result.memory.entry(*region).or_default();
                 c.instructions += 1;
                 c.accesses += list.len() as u64;
-                for k in 0..3 {
-                    c.sectors[k] += s[k];
+                for (total, add) in c.sectors.iter_mut().zip(s) {
+                    *total += add;
                 }
             }
         }

@@ -116,8 +116,8 @@ impl Report {
             functions.sort_by(|a, b| b.idle_lanes.cmp(&a.idle_lanes).then(a.index.cmp(&b.index)));
             for (region, m) in &r.memory {
                 total_instructions += m.instructions;
-                for k in 0..3 {
-                    total_sectors[k] += m.sectors[k];
+                for (total, add) in total_sectors.iter_mut().zip(m.sectors) {
+                    *total += add;
                 }
                 memory.push(RegionRow {
                     region: *region,

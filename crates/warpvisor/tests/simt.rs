@@ -1,0 +1,626 @@
+//! `warpvisor simt`: hand-computed cases. Each module is traced on a real fleet (`cpu`, the
+//! traced kernel) and replayed; the expected instruction counts, efficiencies, launches and
+//! sectors are worked out by hand from the module text (the block table's instruction counts
+//! are checked first, so a miscount shows as such).
+//!
+//! Instruction counts: every operator except the markers `block`, `loop`, `else`, `end`,
+//! `nop`. A block ends after `loop`, `if`, `else`, `end`, a branch, `return`, `unreachable` or
+//! a call.
+
+mod common;
+
+use std::sync::Arc;
+
+use warpvisor::simt::replay::WidthResult;
+use warpvisor::simt::tracer::{trace_invoke, trace_wasi, traced_program};
+use warpvisor::simt::{analyze, AnalysisConfig, Grouping, Report, SimtError, Trace};
+use warpvisor::vmm::{FleetConfig, Outcome, Program, Value};
+use warpvisor::wasi::program::WasiRunConfig;
+use warpvisor::wasi::WasiJob;
+
+fn program(wat: &str) -> (Vec<u8>, Arc<Program>) {
+    let binary = wat::parse_str(wat).unwrap();
+    let p = traced_program(&binary, common::cpu().as_ref(), 0).unwrap_or_else(|e| panic!("{e}"));
+    (binary, p)
+}
+
+/// Traces `func` of `wat` once per job (one `i32` argument each) on `vms` VMs.
+fn trace(wat: &str, func: &str, args: &[i32], vms: u32) -> (Trace, Vec<Outcome>) {
+    let (binary, p) = program(wat);
+    let jobs: Vec<Vec<Value>> = args.iter().map(|&a| vec![Value::I32(a)]).collect();
+    let config = FleetConfig {
+        num_vms: vms,
+        max_memory_pages: 1,
+        ..FleetConfig::default()
+    };
+    let (outcomes, trace) =
+        trace_invoke(&binary, p, func, config, &jobs, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
+    (trace, outcomes)
+}
+
+fn replay(trace: &Trace, widths: &[u32]) -> Vec<WidthResult> {
+    analyze(
+        trace,
+        &AnalysisConfig {
+            widths: widths.to_vec(),
+            grouping: Grouping::Consecutive,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The trace of jobs `range` only.
+fn subset(trace: &Trace, range: std::ops::Range<usize>) -> Trace {
+    Trace {
+        header: trace.header.clone(),
+        jobs: trace.jobs[range].to_vec(),
+    }
+}
+
+/// Instruction counts of function `f`'s blocks.
+fn block_sizes(trace: &Trace, f: u32) -> Vec<u32> {
+    let fb = trace.header.blocks.function(f).unwrap();
+    fb.blocks.iter().map(|b| b.instructions).collect()
+}
+
+/// (issued, executed) of one result.
+fn counts(r: &WidthResult) -> (u64, u64) {
+    (r.counts.lockstep, r.counts.thread)
+}
+
+/// `f(x)`: then-branch when x is odd.
+const IF_ELSE: &str = r#"(module
+  (func (export "f") (param i32) (result i32)
+    local.get 0
+    i32.const 1
+    i32.and
+    if (result i32)
+      local.get 0
+      i32.const 1
+      i32.add
+    else
+      local.get 0
+      i32.const 3
+      i32.mul
+      i32.const 7
+      i32.add
+    end
+    i32.const 2
+    i32.mul))"#;
+// Blocks: 0 [get const and if] = 4; 1 [get const add else] = 3; 2 [get const mul const add
+// end] = 5; 3 [const mul end] = 2.
+
+#[test]
+fn the_papers_two_lane_example_serialises_the_two_paths_and_reconverges() {
+    // threadfuser.md Fig. 2: two threads, BBL1 diverges into BBL2 and BBL3, both reach BBL4.
+    let (t, _) = trace(IF_ELSE, "f", &[1, 2], 2);
+    assert_eq!(block_sizes(&t, 0), vec![4, 3, 5, 2]);
+    let r = &replay(&t, &[2])[0];
+    // Issued: 4 + 3 + 5 + 2 = 14; executed: 2*4 + 3 + 5 + 2*2 = 20.
+    assert_eq!(counts(r), (14, 20));
+    assert!((r.efficiency() - 20.0 / 28.0).abs() < 1e-12);
+    assert_eq!(r.launches, 1);
+}
+
+#[test]
+fn an_if_else_gives_the_expected_efficiency_for_every_split_of_32_lanes() {
+    // Warp k (k = 0..=32) has its first k lanes odd (then-branch), the rest even.
+    let mut args = Vec::new();
+    for k in 0..=32 {
+        for lane in 0..32 {
+            args.push(if lane < k { 1 } else { 2 });
+        }
+    }
+    let (t, _) = trace(IF_ELSE, "f", &args, 32);
+    for k in 0..=32u64 {
+        let warp = subset(&t, k as usize * 32..k as usize * 32 + 32);
+        let r = &replay(&warp, &[32])[0];
+        let issued = 4 + 3 * u64::from(k > 0) + 5 * u64::from(k < 32) + 2;
+        let executed = 32 * 4 + 3 * k + 5 * (32 - k) + 32 * 2;
+        assert_eq!(counts(r), (issued, executed), "split {k}/32");
+    }
+}
+
+/// `f(n)`: a do-while loop of `n` iterations.
+const LOOP: &str = r#"(module
+  (func (export "f") (param $n i32) (result i32) (local $i i32)
+    loop $l
+      local.get $i
+      i32.const 1
+      i32.add
+      local.tee $i
+      local.get $n
+      i32.lt_u
+      br_if $l
+    end
+    local.get $i))"#;
+// Blocks: 0 [loop] = 0; 1 [get const add tee get lt br_if] = 7; 2 [end] = 0; 3 [get end] = 1.
+
+#[test]
+fn a_loop_issues_as_often_as_its_longest_lane() {
+    let trips: Vec<i32> = (0..32).map(|v| 1 + v % 5).collect();
+    let (t, _) = trace(LOOP, "f", &trips, 32);
+    assert_eq!(block_sizes(&t, 0), vec![0, 7, 0, 1]);
+    let r = &replay(&t, &[32])[0];
+    let sum: u64 = trips.iter().map(|&n| n as u64).sum();
+    assert_eq!(counts(r), (7 * 5 + 1, 7 * sum + 32));
+}
+
+/// `f(n)`: an outer loop of `n` iterations, each running an inner loop of `n % 3 + 1`.
+const NESTED: &str = r#"(module
+  (func (export "f") (param $n i32) (result i32) (local $i i32) (local $j i32) (local $s i32)
+    loop $outer
+      i32.const 0
+      local.set $j
+      loop $inner
+        local.get $s
+        i32.const 1
+        i32.add
+        local.set $s
+        local.get $j
+        i32.const 1
+        i32.add
+        local.tee $j
+        local.get $n
+        i32.const 3
+        i32.rem_u
+        i32.const 1
+        i32.add
+        i32.lt_u
+        br_if $inner
+      end
+      local.get $i
+      i32.const 1
+      i32.add
+      local.tee $i
+      local.get $n
+      i32.lt_u
+      br_if $outer
+    end
+    local.get $s))"#;
+// Blocks: 0 [loop] 0; 1 [const set loop] 2; 2 [inner body .. br_if] 15; 3 [end] 0;
+// 4 [get const add tee get lt br_if] 7; 5 [end] 0; 6 [get end] 1.
+
+#[test]
+fn nested_loops_with_per_lane_trip_counts_issue_the_longest_lane_of_each_round() {
+    let ns: Vec<i32> = (0..32).map(|v| 1 + (v * 7) % 6).collect();
+    let (t, _) = trace(NESTED, "f", &ns, 32);
+    assert_eq!(block_sizes(&t, 0), vec![0, 2, 15, 0, 7, 0, 1]);
+    let r = &replay(&t, &[32])[0];
+    let inner = |n: i32| (n % 3 + 1) as u64;
+    let max_n = *ns.iter().max().unwrap();
+    // Round k of the outer loop runs for the lanes with n > k; the inner loop of that round
+    // issues as often as the longest inner loop among them.
+    let mut issued = 1u64;
+    for k in 0..max_n {
+        let alive: Vec<i32> = ns.iter().copied().filter(|&n| n > k).collect();
+        issued += 2 + 15 * alive.iter().map(|&n| inner(n)).max().unwrap() + 7;
+    }
+    let executed: u64 = ns
+        .iter()
+        .map(|&n| n as u64 * (2 + 15 * inner(n) + 7) + 1)
+        .sum();
+    assert_eq!(counts(r), (issued, executed));
+}
+
+/// `f(x)`: returns early when x is 0.
+const EARLY_RETURN: &str = r#"(module
+  (func (export "f") (param i32) (result i32)
+    local.get 0
+    i32.eqz
+    if
+      i32.const 100
+      return
+    end
+    local.get 0
+    i32.const 5
+    i32.mul
+    i32.const 1
+    i32.add))"#;
+// Blocks: 0 [get eqz if] 3; 1 [const return] 2; 2 [end] 0; 3 [get const mul const add end] 5.
+
+#[test]
+fn an_early_return_reconverges_only_at_the_function_exit() {
+    let args: Vec<i32> = (0..32).map(|v| i32::from(v % 4 != 0)).collect();
+    let (t, out) = trace(EARLY_RETURN, "f", &args, 32);
+    assert_eq!(out[0], Outcome::Returned(vec![Value::I32(100)]));
+    assert_eq!(block_sizes(&t, 0), vec![3, 2, 0, 5]);
+    let r = &replay(&t, &[32])[0];
+    // 8 lanes return early, 24 go on.
+    assert_eq!(counts(r), (3 + 2 + 5, 32 * 3 + 8 * 2 + 24 * 5));
+    let fb = t.header.blocks.function(0).unwrap();
+    assert_eq!(fb.ipdom[0], fb.exit());
+}
+
+/// `f(n)`: recursion `n` deep.
+const RECURSION: &str = r#"(module
+  (func $f (export "f") (param i32) (result i32)
+    local.get 0
+    i32.eqz
+    if (result i32)
+      i32.const 0
+    else
+      local.get 0
+      i32.const 1
+      i32.sub
+      call $f
+      i32.const 1
+      i32.add
+    end))"#;
+// Blocks: 0 [get eqz if] 3; 1 [const else] 1; 2 [get const sub call] 4; 3 [const add end] 2;
+// 4 [end] 0.
+
+#[test]
+fn recursion_diverges_at_each_depth_where_some_lanes_stop() {
+    let depths: Vec<i32> = (0..32).map(|v| v % 4).collect();
+    let (t, out) = trace(RECURSION, "f", &depths, 32);
+    assert_eq!(out[3], Outcome::Returned(vec![Value::I32(3)]));
+    assert_eq!(block_sizes(&t, 0), vec![3, 1, 4, 2, 0]);
+    let r = &replay(&t, &[32])[0];
+    // Level k runs for lanes with depth >= k: block 0 always; block 1 when a lane stops at k;
+    // blocks 2 and 3 when a lane goes deeper.
+    let (mut issued, mut executed) = (0u64, 0u64);
+    for k in 0..=3 {
+        let at = depths.iter().filter(|&&d| d >= k).count() as u64;
+        let stop = depths.iter().filter(|&&d| d == k).count() as u64;
+        let deeper = at - stop;
+        issued += 3 + u64::from(stop > 0) + 6 * u64::from(deeper > 0);
+        executed += 3 * at + stop + 6 * deeper;
+    }
+    assert_eq!(counts(r), (issued, executed));
+}
+
+/// `f(x)`: `call_indirect` to one of three functions by `x % 3`.
+const INDIRECT: &str = r#"(module
+  (type $t (func (param i32) (result i32)))
+  (table 3 funcref)
+  (elem (i32.const 0) $a $b $c)
+  (func $a (type $t) local.get 0)
+  (func $b (type $t) local.get 0 i32.const 1 i32.add)
+  (func $c (type $t) local.get 0 i32.const 2 i32.mul i32.const 3 i32.add)
+  (func (export "f") (param i32) (result i32)
+    local.get 0
+    local.get 0
+    i32.const 3
+    i32.rem_u
+    call_indirect (type $t)))"#;
+// $a 1, $b 3, $c 5 instructions (one block each); f: 0 [get get const rem call_indirect] 5,
+// 1 [end] 0.
+
+#[test]
+fn indirect_calls_to_different_targets_run_one_target_after_another() {
+    let args: Vec<i32> = (0..32).collect();
+    let (t, _) = trace(INDIRECT, "f", &args, 32);
+    assert_eq!(block_sizes(&t, 3), vec![5, 0]);
+    let r = &replay(&t, &[32])[0];
+    let n = |k: i32| args.iter().filter(|&&x| x % 3 == k).count() as u64;
+    assert_eq!(
+        counts(r),
+        (5 + 1 + 3 + 5, 32 * 5 + n(0) + 3 * n(1) + 5 * n(2))
+    );
+    // The callee's own efficiency excludes the caller, and the other way round.
+    assert_eq!(r.per_function[3].lockstep, 5);
+    assert_eq!(r.per_function[3].thread, 32 * 5);
+    assert_eq!(r.per_function[2].lockstep, 5);
+    assert_eq!(r.per_function[2].thread, 5 * n(2));
+}
+
+/// A WASI program that asks for its arguments (a hypercall of every lane) and writes one
+/// byte only when it has an argument (a hypercall inside divergent code).
+const WASI_DIVERGENT: &str = r#"(module
+  (import "wasi_snapshot_preview1" "args_sizes_get" (func $sizes (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 64) "x")
+  (func (export "_start")
+    i32.const 0
+    i32.const 4
+    call $sizes
+    drop
+    i32.const 0
+    i32.load
+    i32.const 1
+    i32.gt_u
+    if
+      i32.const 16
+      i32.const 64
+      i32.store
+      i32.const 20
+      i32.const 1
+      i32.store
+      i32.const 1
+      i32.const 16
+      i32.const 1
+      i32.const 24
+      call $write
+      drop
+    else
+      nop
+    end
+    i32.const 8
+    i32.const 8
+    i32.store))"#;
+// _start (function 2): 0 [const const call] 3; 1 [drop const load const gt_u if] 6;
+// 2 [const const store const const store const const const const call] 11; 3 [drop else] 1;
+// 4 [nop end] 0; 5 [const const store end] 3.
+
+#[test]
+fn a_hypercall_in_divergent_code_relaunches_the_lanes_that_made_it() {
+    let (binary, p) = program(WASI_DIVERGENT);
+    let jobs: Vec<WasiJob> = (0..32)
+        .map(|v| WasiJob {
+            args: if v < 12 { vec!["a".into()] } else { vec![] },
+            env: vec![],
+            stdin: vec![],
+        })
+        .collect();
+    let config = WasiRunConfig {
+        fleet: FleetConfig {
+            num_vms: 32,
+            max_memory_pages: 1,
+            ..FleetConfig::default()
+        },
+        program_name: "p".into(),
+        preopens: vec![],
+        allow_unknown_imports: false,
+    };
+    let (results, t) = trace_wasi(&binary, p, &config, &jobs, 1 << 20).unwrap();
+    assert_eq!(results[0].stdout, b"x");
+    assert!(results[20].stdout.is_empty());
+    assert_eq!(block_sizes(&t, 2), vec![3, 6, 11, 1, 0, 3]);
+    let r = &replay(&t, &[32])[0];
+    // Launch 1: block 0, every lane stops at args_sizes_get. Launch 2: block 1; the 12 lanes
+    // with an argument run block 2 and stop at fd_write; the 20 others run blocks 4 and 5 and
+    // finish. Launch 3: the 12 run blocks 3 and 5.
+    assert_eq!(r.launches, 3);
+    let issued = 3 + 6 + 11 + 3 + 1 + 3;
+    let executed = 32 * 3 + 32 * 6 + 12 * 11 + 20 * 3 + 12 + 12 * 3;
+    assert_eq!(counts(r), (issued, executed));
+}
+
+/// `f(addr)`: one 4-byte and one 8-byte load at `addr`.
+const LOADS: &str = r#"(module
+  (memory 1)
+  (func (export "f") (param i32) (result i32)
+    local.get 0
+    i32.load
+    local.get 0
+    i64.load
+    i32.wrap_i64
+    i32.add))"#;
+
+#[test]
+fn same_offset_accesses_coalesce_only_when_interleaved() {
+    let (t, _) = trace(LOADS, "f", &[96; 32], 32);
+    let r = &replay(&t, &[32])[0];
+    let m: Vec<_> = r.memory.values().collect();
+    assert_eq!(m.len(), 1);
+    assert_eq!(m[0].instructions, 2);
+    // i32: 32 sectors, 4 (128 contiguous bytes), 8 (half of each 8-byte cell).
+    // i64: 32, 8 (two 4-byte cells, two 128-byte rows), 8.
+    assert_eq!(m[0].sectors, [32 + 32, 4 + 8, 8 + 8]);
+    let report = Report::new(&t, Grouping::Consecutive, &replay(&t, &[8, 16, 32]));
+    assert_eq!(report.recommended_interleave, 4);
+}
+
+#[test]
+fn strided_accesses_spread_over_sectors() {
+    // Lane v reads offset 8v: interleave 4 puts lane v's cell in row 2v, 32 sectors; at
+    // interleave 8 lane v's cell is in row v at v*256 + 8v: 32 sectors. The i64 load needs
+    // two cells at interleave 4: 64.
+    let args: Vec<i32> = (0..32).map(|v| 8 * v).collect();
+    let (t, _) = trace(LOADS, "f", &args, 32);
+    let r = &replay(&t, &[32])[0];
+    let m: Vec<_> = r.memory.values().collect();
+    assert_eq!(m[0].sectors, [32 + 32, 32 + 64, 32 + 32]);
+}
+
+/// `f(addr)`: one 4-byte load at `addr`.
+const LOAD32: &str = r#"(module
+  (memory 1)
+  (func (export "f") (param i32) (result i32)
+    local.get 0
+    i32.load))"#;
+
+#[test]
+fn neighbouring_offsets_coalesce_at_interleave_eight_in_pairs() {
+    // Lane v reads offset 4v. Interleave 0: 32 slabs. Interleave 4: row v, at 132v: 32.
+    // Interleave 8: row v/2 at 256(v/2) + 8v + 4(v % 2): lanes 2r and 2r+1 share a sector.
+    let args: Vec<i32> = (0..32).map(|v| 4 * v).collect();
+    let (t, _) = trace(LOAD32, "f", &args, 32);
+    let r = &replay(&t, &[32])[0];
+    let m: Vec<_> = r.memory.values().collect();
+    assert_eq!(m[0].sectors, [32, 32, 16]);
+}
+
+/// Accesses in the shadow stack, static data and the heap of an LLVM-style module.
+const REGIONS: &str = r#"(module
+  (memory 1)
+  (global $sp (mut i32) (i32.const 1024))
+  (global $heap i32 (i32.const 4096))
+  (global $end i32 (i32.const 2064))
+  (export "__heap_base" (global $heap))
+  (export "__data_end" (global $end))
+  (data (i32.const 2048) "0123456789abcdef")
+  (func (export "f") (param i32) (result i32)
+    i32.const 512
+    i32.load
+    i32.const 2052
+    i32.load
+    i32.add
+    i32.const 5000
+    i32.load
+    i32.add))"#;
+
+#[test]
+fn accesses_are_split_into_stack_data_and_heap() {
+    let (t, _) = trace(REGIONS, "f", &[0; 32], 32);
+    let r = &replay(&t, &[32])[0];
+    use warpvisor::simt::trace::Region;
+    for region in [Region::Stack, Region::Data, Region::Heap] {
+        let m = r.memory[&region];
+        assert_eq!((m.instructions, m.accesses), (1, 32), "{region:?}");
+        assert_eq!(m.sectors, [32, 4, 8], "{region:?}");
+    }
+}
+
+/// `f(n)`: fills `n` bytes at 0.
+const FILL: &str = r#"(module
+  (memory 1)
+  (func (export "f") (param i32) (result i32)
+    i32.const 0
+    i32.const 7
+    local.get 0
+    memory.fill
+    local.get 0))"#;
+
+#[test]
+fn a_bulk_fill_counts_every_sector_it_covers() {
+    let (t, _) = trace(FILL, "f", &[64; 32], 32);
+    let r = &replay(&t, &[32])[0];
+    let m = r.memory.values().next().unwrap();
+    // 64 bytes per lane: 2 sectors each at interleave 0; 16 rows of 128 bytes (4 sectors) at
+    // interleave 4; 8 rows of 256 bytes at interleave 8.
+    assert_eq!(m.sectors, [64, 64, 64]);
+}
+
+#[test]
+fn uniform_lanes_are_fully_efficient_at_every_width() {
+    let (t, _) = trace(LOOP, "f", &[3; 64], 64);
+    for r in replay(&t, &[1, 8, 16, 32, 64]) {
+        assert_eq!(
+            counts(&r),
+            ((7 * 3 + 1) * 64 / r.width as u64, (7 * 3 + 1) * 64)
+        );
+        assert_eq!(r.efficiency(), 1.0, "width {}", r.width);
+    }
+}
+
+#[test]
+fn a_partial_last_warp_leaves_its_missing_lanes_idle() {
+    let (t, _) = trace(LOOP, "f", &[2; 40], 40);
+    let r = &replay(&t, &[32])[0];
+    // Two warps issue 15 each; 40 lanes execute 15.
+    assert_eq!(counts(r), (30, 600));
+    assert!((r.efficiency() - 600.0 / (30.0 * 32.0)).abs() < 1e-12);
+}
+
+#[test]
+fn efficiency_does_not_rise_with_warp_width() {
+    let trips: Vec<i32> = (0..64).map(|v| 1 + (v * 13 % 9)).collect();
+    let (t, _) = trace(LOOP, "f", &trips, 64);
+    let r = replay(&t, &[8, 16, 32]);
+    assert!(r[0].efficiency() >= r[1].efficiency());
+    assert!(r[1].efficiency() >= r[2].efficiency());
+    assert!(r[2].efficiency() < 1.0);
+}
+
+#[test]
+fn grouping_similar_jobs_removes_divergence_between_short_and_long_ones() {
+    // Jobs alternate 1 and 9 iterations: consecutive warps mix them, similar warps do not.
+    let trips: Vec<i32> = (0..64).map(|v| if v % 2 == 0 { 1 } else { 9 }).collect();
+    let (t, _) = trace(LOOP, "f", &trips, 64);
+    let similar = analyze(
+        &t,
+        &AnalysisConfig {
+            widths: vec![32],
+            grouping: Grouping::Similar,
+        },
+    )
+    .unwrap();
+    let consecutive = replay(&t, &[32]);
+    assert_eq!(similar[0].efficiency(), 1.0);
+    // Consecutive: each warp issues 7*9+1 = 64; executes 16*(7+1) + 16*(63+1).
+    assert_eq!(counts(&consecutive[0]), (128, 2 * (16 * 8 + 16 * 64)));
+}
+
+/// `f(x)`: traps when x is odd, in the middle of a divergent branch.
+const TRAP: &str = r#"(module
+  (func (export "f") (param i32) (result i32)
+    local.get 0
+    i32.const 1
+    i32.and
+    if
+      unreachable
+    end
+    local.get 0))"#;
+// Blocks: 0 [get const and if] 4; 1 [unreachable] 1; 2 [end] 0; 3 [get end] 1.
+
+#[test]
+fn a_lane_that_traps_leaves_the_warp_and_the_others_carry_on() {
+    let args: Vec<i32> = (0..32).collect();
+    let (t, out) = trace(TRAP, "f", &args, 32);
+    assert!(matches!(out[1], Outcome::Trapped(_)));
+    assert_eq!(block_sizes(&t, 0), vec![4, 1, 0, 1]);
+    let r = &replay(&t, &[32])[0];
+    assert_eq!(counts(r), (4 + 1 + 1, 32 * 4 + 16 + 16));
+}
+
+#[test]
+fn the_function_report_excludes_callees_and_names_the_worst() {
+    let args: Vec<i32> = (0..32).collect();
+    let (t, _) = trace(INDIRECT, "f", &args, 32);
+    let results = replay(&t, &[8, 16, 32]);
+    let report = Report::new(&t, Grouping::Consecutive, &results);
+    let f = report.functions.iter().find(|f| f.index == 3).unwrap();
+    assert_eq!(f.efficiency, 1.0);
+    // $c issues 5 for the 10 lanes with x % 3 == 2: the most idle lane slots.
+    assert_eq!(report.worst(1)[0].index, 2);
+    assert_eq!(report.worst(1)[0].idle_lanes, 5 * 32 - 5 * 10);
+    assert!(report.markdown().contains("| 32 |"));
+    assert!(report.svg().starts_with("<svg"));
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["recommended_interleave"], 0);
+}
+
+#[test]
+fn a_trace_that_does_not_follow_the_control_flow_is_an_error() {
+    let (mut t, _) = trace(IF_ELSE, "f", &[1, 2], 2);
+    // Job 0 took block 1; claim it took block 3 straight from block 0.
+    t.jobs[0].words[1] = 3;
+    match analyze(&t, &AnalysisConfig::default()) {
+        Err(SimtError::Mismatch { job: 0, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    t.jobs[0].words[1] = 99_999;
+    assert!(analyze(&t, &AnalysisConfig::default()).is_err());
+    let bad = AnalysisConfig {
+        widths: vec![65],
+        grouping: Grouping::Consecutive,
+    };
+    assert!(matches!(analyze(&t, &bad), Err(SimtError::Limit(_))));
+}
+
+#[test]
+fn tracing_leaves_results_unchanged_and_cuts_long_traces_where_told() {
+    let (binary, p) = program(NESTED);
+    let jobs: Vec<Vec<Value>> = (0..8).map(|v| vec![Value::I32(v + 1)]).collect();
+    let config = FleetConfig {
+        num_vms: 4,
+        ..FleetConfig::default()
+    };
+    let (outcomes, full) = trace_invoke(&binary, p.clone(), "f", config, &jobs, 1 << 20).unwrap();
+    // The same module untraced on the same backend.
+    let plain = Program::compile(
+        NESTED.as_bytes(),
+        &warpvisor::codegen::KernelOptions::default(),
+        common::cpu().as_ref(),
+    )
+    .unwrap();
+    let mut fleet =
+        warpvisor::vmm::Fleet::new(Arc::new(plain), config, Default::default()).unwrap();
+    assert_eq!(fleet.invoke_batched("f", &jobs).unwrap(), outcomes);
+    assert_eq!(full.jobs.len(), 8);
+    assert!(full.jobs.iter().all(|j| !j.truncated));
+    let (_, cut) = trace_invoke(&binary, p, "f", config, &jobs, 10).unwrap();
+    for (c, f) in cut.jobs.iter().zip(&full.jobs) {
+        if f.words.len() > 10 {
+            assert!(c.truncated && c.words[..] == f.words[..10]);
+        } else {
+            assert!(!c.truncated && c.words == f.words);
+        }
+    }
+    assert!(cut.jobs.iter().filter(|j| j.truncated).count() >= 6);
+    // A cut trace still analyses (its jobs end early).
+    assert!(analyze(&cut, &AnalysisConfig::default()).is_ok());
+}
