@@ -41,8 +41,9 @@ pub struct TraceArgs {
     /// Where to write the trace.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
-    /// Most MiB of trace kept per job; a longer job's trace is cut (and the report says so).
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    /// Most MiB of trace kept in all, shared equally by the jobs: a job's trace past its
+    /// share is cut (the report says how many were). The trace is held in memory.
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=65536))]
     max_trace_mib: u32,
     /// Most 64 KiB pages a VM's memory may grow to.
     #[arg(long = "max-memory", default_value_t = 256, value_name = "PAGES",
@@ -93,14 +94,17 @@ pub fn run(command: SimtCommand) -> anyhow::Result<i32> {
 fn trace(args: TraceArgs) -> anyhow::Result<i32> {
     let bytes = read_file(&args.module)?;
     let binary = warpvisor::frontend::to_binary(&bytes)?;
-    let max_words = (args.max_trace_mib as usize) << 18;
+    let total_words = (args.max_trace_mib as usize) << 18;
     let fleet = FleetConfig {
         num_vms: args.vms,
         max_memory_pages: args.max_memory,
         ..FleetConfig::default()
     };
     let backend = CpuBackend::new(args.workers)?;
+    let compile = std::time::Instant::now();
     let program = traced_program(&binary, &backend, 2)?;
+    let compiled = compile.elapsed();
+    let start = std::time::Instant::now();
     let (trace, summary) = match &args.invoke {
         Some(func) => {
             let Some(ty) = warpvisor::frontend::export_func_type(&binary, func)? else {
@@ -132,6 +136,7 @@ fn trace(args: TraceArgs) -> anyhow::Result<i32> {
                     vec![one; args.vms as usize]
                 }
             };
+            let max_words = total_words / jobs.len().max(1);
             let (outcomes, trace) = trace_invoke(&binary, program, func, fleet, &jobs, max_words)?;
             let trapped = outcomes
                 .iter()
@@ -168,11 +173,13 @@ fn trace(args: TraceArgs) -> anyhow::Result<i32> {
                 preopens: parse_dirs(&args.dirs)?,
                 allow_unknown_imports: false,
             };
+            let max_words = total_words / jobs.len().max(1);
             let (results, trace) = trace_wasi(&binary, program, &config, &jobs, max_words)?;
             let trapped = results.iter().filter(|r| r.trap.is_some()).count();
             (trace, format!("{} jobs, {trapped} trapped", results.len()))
         }
     };
+    let ran = start.elapsed();
     let file = std::fs::File::create(&args.output)
         .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", args.output.display()))?;
     let mut out = std::io::BufWriter::new(file);
@@ -181,7 +188,9 @@ fn trace(args: TraceArgs) -> anyhow::Result<i32> {
     let words: usize = trace.jobs.iter().map(|j| j.words.len()).sum();
     let truncated = trace.jobs.iter().filter(|j| j.truncated).count();
     errln!(
-        "traced {summary}: {words} words ({:.1} MiB) to {}{}",
+        "traced {summary} in {:.3} s after compilation ({:.3} s): {words} words ({:.1} MiB) to {}{}",
+        ran.as_secs_f64(),
+        compiled.as_secs_f64(),
         words as f64 * 4.0 / (1 << 20) as f64,
         args.output.display(),
         if truncated > 0 {

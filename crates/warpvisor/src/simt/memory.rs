@@ -71,7 +71,10 @@ impl SectorCounter {
                     self.scratch.extend(first..=last);
                 }
             }
-            self.scratch.sort_unstable();
+            // Consecutive VMs at one offset give ascending sectors: no sort needed then.
+            if !self.scratch.is_sorted() {
+                self.scratch.sort_unstable();
+            }
             self.scratch.dedup();
             let n = self.scratch.len() as u64;
             out[k] = if scale_den == 0 || scale_num == scale_den {

@@ -101,7 +101,7 @@ pub struct WidthResult {
     pub warps: u64,
     /// Per function (index = function index), excluding its callees.
     pub per_function: Vec<Counts>,
-    /// Per region: stack, data, heap.
+    /// Per region: stack, data, heap (counted at the widest width analysed; empty at others).
     pub memory: BTreeMap<Region, MemCounts>,
     /// Launches per warp summed: 1 per warp, plus one per relaunch after hypercalls.
     pub launches: u64,
@@ -120,6 +120,7 @@ pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Result<Vec<WidthResult
     if config.grouping == Grouping::Similar {
         order.sort_by_key(|&j| (trace.jobs[j].words.len(), j));
     }
+    let widest = config.widths.iter().copied().max().unwrap_or(0);
     config
         .widths
         .iter()
@@ -129,13 +130,41 @@ pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Result<Vec<WidthResult
                     "warp width {w}: between 1 and 64 lanes"
                 )));
             }
-            replay_width(trace, &order, w)
+            // The memory analysis is reported at the widest width only.
+            replay_width(trace, &order, w, w == widest)
         })
         .collect()
 }
 
-fn replay_width(trace: &Trace, order: &[usize], width: u32) -> Result<WidthResult, SimtError> {
+fn replay_width(
+    trace: &Trace,
+    order: &[usize],
+    width: u32,
+    with_memory: bool,
+) -> Result<WidthResult, SimtError> {
     let nfuncs = trace.header.functions.len();
+    let warps: Vec<&[usize]> = order.chunks(width as usize).collect();
+    // Warps are independent: replayed in parallel, each into its own partial result.
+    let partials = crate::work_queue::map_indexed(
+        warps.len(),
+        crate::work_queue::default_workers(),
+        |w| -> Result<(WidthResult, Counts), SimtError> {
+            let mut part = WidthResult {
+                width,
+                counts: Counts::default(),
+                warp_mean_efficiency: 0.0,
+                warps: 0,
+                per_function: vec![Counts::default(); nfuncs],
+                memory: BTreeMap::new(),
+                launches: 0,
+            };
+            let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
+            let mut warp = Warp::new(trace, warps[w], &mut sectors, &mut part)?;
+            warp.with_memory = with_memory;
+            let counts = warp.run()?;
+            Ok((part, counts))
+        },
+    );
     let mut result = WidthResult {
         width,
         counts: Counts::default(),
@@ -145,16 +174,26 @@ fn replay_width(trace: &Trace, order: &[usize], width: u32) -> Result<WidthResul
         memory: BTreeMap::new(),
         launches: 0,
     };
-    let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
     let mut sum_eff = 0.0;
-    for chunk in order.chunks(width as usize) {
-        let mut warp = Warp::new(trace, chunk, &mut sectors, &mut result)?;
-        let counts = warp.run()?;
+    for partial in partials {
+        let (part, counts) = partial?;
         if counts.lockstep > 0 {
             sum_eff += counts.efficiency(width);
             result.warps += 1;
         }
         result.counts.add(counts);
+        result.launches += part.launches;
+        for (total, add) in result.per_function.iter_mut().zip(&part.per_function) {
+            total.add(*add);
+        }
+        for (region, m) in part.memory {
+            let c = result.memory.entry(region).or_default();
+            c.instructions += m.instructions;
+            c.accesses += m.accesses;
+            for (total, add) in c.sectors.iter_mut().zip(m.sectors) {
+                *total += add;
+            }
+        }
     }
     result.warp_mean_efficiency = if result.warps == 0 {
         1.0
@@ -216,7 +255,14 @@ struct Warp<'t, 'r> {
     sectors: &'r mut SectorCounter,
     result: &'r mut WidthResult,
     counts: Counts,
-    accesses: BTreeMap<Region, Vec<LaneAccess>>,
+    /// Lanes that can run (neither parked nor done).
+    active: u64,
+    /// The lanes of the current step (reused).
+    step_lanes: Vec<usize>,
+    /// The current memory instruction's accesses, per region (reused).
+    accesses: [Vec<LaneAccess>; 3],
+    /// Whether to count sectors (else the records are only skipped).
+    with_memory: bool,
 }
 
 impl<'t, 'r> Warp<'t, 'r> {
@@ -253,7 +299,10 @@ impl<'t, 'r> Warp<'t, 'r> {
             sectors,
             result,
             counts: Counts::default(),
-            accesses: BTreeMap::new(),
+            active: 0,
+            step_lanes: Vec::new(),
+            accesses: Default::default(),
+            with_memory: true,
         })
     }
 
@@ -265,28 +314,31 @@ impl<'t, 'r> Warp<'t, 'r> {
             .ok_or_else(|| mismatch(job, format!("function {f} has no body")))
     }
 
-    fn active_mask(&self) -> u64 {
-        self.lanes
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| l.state == LaneState::Active)
-            .fold(0, |m, (i, _)| m | 1 << i)
+    /// Sets lane `i`'s state, keeping the active mask.
+    fn set_state(&mut self, i: usize, state: LaneState) {
+        if state == LaneState::Active {
+            self.active |= 1 << i;
+        } else {
+            self.active &= !(1 << i);
+        }
+        self.lanes[i].state = state;
     }
 
     /// Resumes every parked lane; those at the same place share an entry (with entries for
     /// their callers below it). `false` when no lane is left.
     fn relaunch(&mut self) -> Result<bool, SimtError> {
         let mut groups: BTreeMap<Place, u64> = BTreeMap::new();
-        for (i, lane) in self.lanes.iter_mut().enumerate() {
+        for i in 0..self.lanes.len() {
+            let lane = &self.lanes[i];
             if let LaneState::Parked { block } = lane.state {
                 if lane.peek().is_none() {
-                    lane.state = LaneState::Done;
+                    self.set_state(i, LaneState::Done);
                     continue;
                 }
-                lane.state = LaneState::Active;
                 *groups
                     .entry((lane.frames.clone(), lane.func, block))
                     .or_default() |= 1 << i;
+                self.set_state(i, LaneState::Active);
             }
         }
         if groups.is_empty() {
@@ -323,7 +375,7 @@ impl<'t, 'r> Warp<'t, 'r> {
                 }
                 return Ok(self.counts);
             };
-            let mask = top.mask & self.active_mask();
+            let mask = top.mask & self.active;
             if mask == 0 || top.pc == top.rpc {
                 self.stack.pop();
                 continue;
@@ -355,9 +407,13 @@ impl<'t, 'r> Warp<'t, 'r> {
         if let Some(c) = self.result.per_function.get_mut(top.func as usize) {
             c.add(issued);
         }
-        let lanes: Vec<usize> = (0..self.lanes.len())
-            .filter(|i| mask & 1 << i != 0)
-            .collect();
+        let mut lanes = std::mem::take(&mut self.step_lanes);
+        lanes.clear();
+        let mut bits = mask;
+        while bits != 0 {
+            lanes.push(bits.trailing_zeros() as usize);
+            bits &= bits - 1;
+        }
         for &i in &lanes {
             let lane = &mut self.lanes[i];
             if lane.peek() != Some(id) {
@@ -375,28 +431,32 @@ impl<'t, 'r> Warp<'t, 'r> {
             lane.pos += 1;
         }
         self.memory(&block.mem, &lanes);
-        // Where each lane goes.
-        let mut next: BTreeMap<Next, u64> = BTreeMap::new();
+        // Where each lane goes (few places: a small sorted list).
+        let mut next: Vec<(Next, u64)> = Vec::new();
         for &i in &lanes {
             let to = self.advance(i, top.func, top.pc, block.end, &block.succ, fb)?;
             if let Some(to) = to {
-                *next.entry(to).or_default() |= 1 << i;
+                match next.binary_search_by_key(&to, |e| e.0) {
+                    Ok(k) => next[k].1 |= 1 << i,
+                    Err(k) => next.insert(k, (to, 1 << i)),
+                }
             }
         }
+        self.step_lanes = lanes;
         let Some(entry) = self.stack.last_mut() else {
             return Ok(());
         };
         let calls: Vec<(u32, u64)> = next
             .iter()
-            .filter_map(|(n, &m)| match n {
-                Next::Call(g) => Some((*g, m)),
+            .filter_map(|&(n, m)| match n {
+                Next::Call(g) => Some((g, m)),
                 Next::Block(_) => None,
             })
             .collect();
         let jumps: Vec<(u32, u64)> = next
             .iter()
-            .filter_map(|(n, &m)| match n {
-                Next::Block(b) => Some((*b, m)),
+            .filter_map(|&(n, m)| match n {
+                Next::Block(b) => Some((b, m)),
                 Next::Call(_) => None,
             })
             .collect();
@@ -432,8 +492,16 @@ impl<'t, 'r> Warp<'t, 'r> {
 
     /// Consumes lane `i`'s records of the block's accesses and counts the warp's sectors.
     fn memory(&mut self, mem: &[MemOp], lanes: &[usize]) {
+        if !self.with_memory {
+            let words: usize = mem.iter().map(|m| m.words()).sum();
+            for &i in lanes {
+                let lane = &mut self.lanes[i];
+                lane.pos = (lane.pos + words).min(lane.words.len());
+            }
+            return;
+        }
         for op in mem {
-            for v in self.accesses.values_mut() {
+            for v in &mut self.accesses {
                 v.clear();
             }
             for &i in lanes {
@@ -446,12 +514,10 @@ impl<'t, 'r> Warp<'t, 'r> {
                 };
                 lane.pos += n;
                 let vm = lane.vm;
+                let regions = &self.trace.header.regions;
+                let accesses = &mut self.accesses;
                 let mut push = |addr: u32, len: u32| {
-                    let region = self.trace.header.regions.region(addr);
-                    self.accesses
-                        .entry(region)
-                        .or_default()
-                        .push(LaneAccess { vm, addr, len });
+                    accesses[regions.region(addr) as usize].push(LaneAccess { vm, addr, len });
                 };
                 match *op {
                     MemOp::Load { width } | MemOp::Store { width } => push(w[0], width),
@@ -462,7 +528,7 @@ impl<'t, 'r> Warp<'t, 'r> {
                     }
                 }
             }
-            for (region, list) in &self.accesses {
+            for (region, list) in Region::ALL.iter().zip(&self.accesses) {
                 if list.is_empty() {
                     continue;
                 }
@@ -488,73 +554,91 @@ impl<'t, 'r> Warp<'t, 'r> {
         succ: &[u32],
         fb: &FunctionBlocks,
     ) -> Result<Option<Next>, SimtError> {
-        let trace = self.trace;
-        let lane = &mut self.lanes[i];
-        let exit = fb.exit();
-        let Some(next_id) = lane.peek() else {
-            // Finished (or trapped) here.
-            if end == BlockEnd::Exit && !lane.frames.is_empty() {
-                lane.frames.pop();
+        let route = route(self.trace, &mut self.lanes[i], func, pc, end, succ, fb)?;
+        Ok(match route {
+            Route::Go(next) => Some(next),
+            Route::Stop(state) => {
+                self.set_state(i, state);
+                None
             }
-            lane.state = LaneState::Done;
-            return Ok(None);
-        };
-        let (g, gb) = locate(trace, lane.job, next_id)?;
-        match end {
-            BlockEnd::Exit => match lane.frames.pop() {
-                Some((caller, _)) => {
-                    lane.func = caller;
-                    Ok(Some(Next::Block(exit)))
-                }
-                None => {
-                    // Another invocation of the same VM: it starts as a new launch would.
-                    lane.func = g;
-                    lane.state = LaneState::Parked { block: gb };
-                    Ok(None)
-                }
-            },
-            BlockEnd::Call { .. } | BlockEnd::CallIndirect
-                if gb == 0 && (g, gb) != (func, pc + 1) =>
-            {
-                if let BlockEnd::Call { callee } = end {
-                    if callee != g {
-                        return Err(mismatch(
-                            lane.job,
-                            format!("call of function {callee} entered function {g}"),
-                        ));
-                    }
-                }
-                lane.frames.push((func, pc + 1));
+        })
+    }
+}
+
+/// Where a lane goes after a block.
+enum Route {
+    /// On, with the warp.
+    Go(Next),
+    /// Parked or done.
+    Stop(LaneState),
+}
+
+/// Moves `lane` past block `pc` of `func` (ending as `end`, with successors `succ`).
+fn route(
+    trace: &Trace,
+    lane: &mut Lane<'_>,
+    func: u32,
+    pc: u32,
+    end: BlockEnd,
+    succ: &[u32],
+    fb: &FunctionBlocks,
+) -> Result<Route, SimtError> {
+    let exit = fb.exit();
+    let Some(next_id) = lane.peek() else {
+        // Finished (or trapped) here.
+        return Ok(Route::Stop(LaneState::Done));
+    };
+    let (g, gb) = locate(trace, lane.job, next_id)?;
+    match end {
+        BlockEnd::Exit => match lane.frames.pop() {
+            Some((caller, _)) => {
+                lane.func = caller;
+                Ok(Route::Go(Next::Block(exit)))
+            }
+            None => {
+                // Another invocation of the same VM: it starts as a new launch would.
                 lane.func = g;
-                Ok(Some(Next::Call(g)))
+                Ok(Route::Stop(LaneState::Parked { block: gb }))
             }
-            BlockEnd::Call { .. } | BlockEnd::CallIndirect => {
-                // An import: the VM left the kernel for the host and resumes after the call.
-                let defined = match end {
-                    BlockEnd::Call { callee } => trace.header.blocks.function(callee).is_some(),
-                    _ => false,
-                };
-                if defined || (g, gb) != (func, pc + 1) {
+        },
+        BlockEnd::Call { .. } | BlockEnd::CallIndirect if gb == 0 && (g, gb) != (func, pc + 1) => {
+            if let BlockEnd::Call { callee } = end {
+                if callee != g {
                     return Err(mismatch(
                         lane.job,
-                        format!(
-                            "after the call in block {pc} of function {func}: block {gb} of \
-                             function {g}"
-                        ),
+                        format!("call of function {callee} entered function {g}"),
                     ));
                 }
-                lane.state = LaneState::Parked { block: pc + 1 };
-                Ok(None)
             }
-            BlockEnd::Jump => {
-                if g != func || !succ.contains(&gb) {
-                    return Err(mismatch(
-                        lane.job,
-                        format!("block {pc} of function {func} went to block {gb} of function {g}"),
-                    ));
-                }
-                Ok(Some(Next::Block(gb)))
+            lane.frames.push((func, pc + 1));
+            lane.func = g;
+            Ok(Route::Go(Next::Call(g)))
+        }
+        BlockEnd::Call { .. } | BlockEnd::CallIndirect => {
+            // An import: the VM left the kernel for the host and resumes after the call.
+            let defined = match end {
+                BlockEnd::Call { callee } => trace.header.blocks.function(callee).is_some(),
+                _ => false,
+            };
+            if defined || (g, gb) != (func, pc + 1) {
+                return Err(mismatch(
+                    lane.job,
+                    format!(
+                        "after the call in block {pc} of function {func}: block {gb} of \
+                         function {g}"
+                    ),
+                ));
             }
+            Ok(Route::Stop(LaneState::Parked { block: pc + 1 }))
+        }
+        BlockEnd::Jump => {
+            if g != func || !succ.contains(&gb) {
+                return Err(mismatch(
+                    lane.job,
+                    format!("block {pc} of function {func} went to block {gb} of function {g}"),
+                ));
+            }
+            Ok(Route::Go(Next::Block(gb)))
         }
     }
 }

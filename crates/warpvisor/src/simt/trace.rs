@@ -103,6 +103,11 @@ pub enum Region {
     Heap,
 }
 
+impl Region {
+    /// Every region, in the order of their discriminants.
+    pub const ALL: [Region; 3] = [Region::Stack, Region::Data, Region::Heap];
+}
+
 impl MemoryRegions {
     /// The regions of `module`.
     pub fn of(module: &Module<'_>) -> MemoryRegions {
