@@ -624,3 +624,144 @@ fn tracing_leaves_results_unchanged_and_cuts_long_traces_where_told() {
     // A cut trace still analyses (its jobs end early).
     assert!(analyze(&cut, &AnalysisConfig::default()).is_ok());
 }
+
+/// One warp of an Accel-Sim trace, as its documented format reads.
+#[derive(Debug, Default)]
+struct ParsedWarp {
+    lines: Vec<ParsedLine>,
+}
+
+#[derive(Debug)]
+struct ParsedLine {
+    mask: u32,
+    opcode: String,
+    addresses: usize,
+}
+
+/// Reads `kernel-N.traceg` the way Accel-Sim's trace parser does: `-key = value` header lines,
+/// `#BEGIN_TB` / `thread block = x,y,z` / `warp = n` / `insts = n` / n instruction lines /
+/// `#END_TB`; an instruction line is `PC mask dest_num [R..] opcode src_num [R..] mem_width`
+/// and, when `mem_width > 0`, an address mode (0: one hex address per active lane).
+fn parse_accel_sim(text: &str) -> (Vec<(String, String)>, Vec<ParsedWarp>) {
+    let mut header = Vec::new();
+    let mut warps = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(l) = lines.next() {
+        let l = l.trim();
+        if let Some(kv) = l.strip_prefix('-') {
+            let (k, v) = kv.split_once(" = ").expect("header line: -key = value");
+            header.push((k.to_string(), v.to_string()));
+        } else if l == "#BEGIN_TB" {
+            let mut tb_done = false;
+            while !tb_done {
+                let l = lines.next().expect("#END_TB").trim();
+                if l.is_empty() || l.starts_with("thread block = ") {
+                    continue;
+                }
+                if l == "#END_TB" {
+                    tb_done = true;
+                    continue;
+                }
+                assert!(l.starts_with("warp = "), "{l}");
+                let n: usize = lines
+                    .next()
+                    .and_then(|x| x.trim().strip_prefix("insts = "))
+                    .expect("insts = N")
+                    .parse()
+                    .unwrap();
+                let mut warp = ParsedWarp::default();
+                for _ in 0..n {
+                    let line = lines.next().expect("an instruction line");
+                    let mut t = line.split_whitespace();
+                    u64::from_str_radix(t.next().unwrap(), 16).expect("PC in hex");
+                    let mask = u32::from_str_radix(t.next().unwrap(), 16).expect("mask in hex");
+                    let nd: usize = t.next().unwrap().parse().unwrap();
+                    for _ in 0..nd {
+                        assert!(t.next().unwrap().starts_with('R'));
+                    }
+                    let opcode = t.next().unwrap().to_string();
+                    let ns: usize = t.next().unwrap().parse().unwrap();
+                    for _ in 0..ns {
+                        assert!(t.next().unwrap().starts_with('R'));
+                    }
+                    let width: u32 = t.next().unwrap().parse().unwrap();
+                    let mut addresses = 0;
+                    if width > 0 {
+                        assert_eq!(t.next(), Some("0"), "list_all address mode");
+                        for _ in 0..mask.count_ones() {
+                            let a = t.next().expect("one address per active lane");
+                            u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap();
+                            addresses += 1;
+                        }
+                    }
+                    assert_eq!(t.next(), None, "{line}");
+                    warp.lines.push(ParsedLine {
+                        mask,
+                        opcode,
+                        addresses,
+                    });
+                }
+                warps.push(warp);
+            }
+        }
+    }
+    (header, warps)
+}
+
+#[test]
+fn accel_sim_traces_parse_end_every_warp_in_exit_and_match_the_replay() {
+    // 64 jobs (two warps) of the nested loops and of the WASI program with hypercalls.
+    let ns: Vec<i32> = (0..64).map(|v| 1 + (v * 7) % 6).collect();
+    let (t, _) = trace(NESTED, "f", &ns, 64);
+    let (loads, _) = trace(REGIONS, "f", &[0; 40], 40);
+    for (trace, warps) in [(t, 2), (loads, 2)] {
+        let dir = tempdir("accel-sim");
+        let s = warpvisor::simt::accel_sim::write(&trace, &dir, 8).unwrap();
+        let list = std::fs::read_to_string(dir.join("kernelslist.g")).unwrap();
+        assert_eq!(list.trim(), "kernel-1.traceg");
+        let text = std::fs::read_to_string(dir.join("kernel-1.traceg")).unwrap();
+        let (header, parsed) = parse_accel_sim(&text);
+        assert!(header
+            .iter()
+            .any(|(k, v)| k == "grid dim" && v == &format!("({warps},1,1)")));
+        assert!(header
+            .iter()
+            .any(|(k, v)| k == "accelsim tracer version" && v == "3"));
+        assert_eq!(parsed.len(), warps);
+        let replay = replay(&trace, &[32]);
+        let (mut issued, mut executed) = (0u64, 0u64);
+        for w in &parsed {
+            let last = w.lines.last().unwrap();
+            assert_eq!(last.opcode, "EXIT");
+            assert_eq!(w.lines.iter().filter(|l| l.opcode == "EXIT").count(), 1);
+            issued += w.lines.len() as u64 - 1;
+            executed += w.lines[..w.lines.len() - 1]
+                .iter()
+                .map(|l| u64::from(l.mask.count_ones()))
+                .sum::<u64>();
+        }
+        assert_eq!((issued, executed), counts(&replay[0]));
+        assert_eq!(s.issued, issued);
+        assert_eq!(s.executed, executed);
+        // Memory lines carry one address per active lane; the shadow stack is local memory.
+        let mem: Vec<&ParsedLine> = parsed
+            .iter()
+            .flat_map(|w| &w.lines)
+            .filter(|l| l.addresses > 0)
+            .collect();
+        let sum: usize = mem.iter().map(|l| l.addresses).sum();
+        let accesses: u64 = replay[0].memory.values().map(|m| m.accesses).sum();
+        assert_eq!(sum as u64, accesses);
+        if accesses > 0 {
+            assert!(mem.iter().any(|l| l.opcode == "LDL"));
+            assert!(mem.iter().any(|l| l.opcode == "LDG.E"));
+        }
+    }
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("simt-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}

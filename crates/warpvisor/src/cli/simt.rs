@@ -22,6 +22,21 @@ pub enum SimtCommand {
     Trace(TraceArgs),
     /// Replay a trace in warps: SIMT efficiency, per-function losses, memory sectors.
     Analyze(AnalyzeArgs),
+    /// Write a trace's warps as Accel-Sim traces (kernelslist.g, kernel-1.traceg).
+    AccelSim(AccelSimArgs),
+}
+
+/// Arguments of `warpvisor simt accel-sim`.
+#[derive(Args)]
+pub struct AccelSimArgs {
+    /// A file `warpvisor simt trace` wrote.
+    trace: PathBuf,
+    /// The folder to write (created).
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+    /// The memory layout the addresses follow: 0, 4 or 8 bytes per cell.
+    #[arg(long, default_value_t = 8, value_parser = super::parse_interleave)]
+    interleave: u32,
 }
 
 /// Arguments of `warpvisor simt trace`.
@@ -88,6 +103,7 @@ pub fn run(command: SimtCommand) -> anyhow::Result<i32> {
     match command {
         SimtCommand::Trace(a) => trace(a),
         SimtCommand::Analyze(a) => analyze_trace(a),
+        SimtCommand::AccelSim(a) => accel_sim(a),
     }
 }
 
@@ -226,5 +242,19 @@ fn analyze_trace(args: AnalyzeArgs) -> anyhow::Result<i32> {
         std::fs::write(path, report.svg())
             .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     }
+    Ok(0)
+}
+
+fn accel_sim(args: AccelSimArgs) -> anyhow::Result<i32> {
+    let trace = Trace::read_file(&args.trace)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.trace.display()))?;
+    let summary = warpvisor::simt::accel_sim::write(&trace, &args.output, args.interleave)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", args.output.display()))?;
+    errln!(
+        "{} warps, {} instruction lines to {}",
+        summary.warps,
+        summary.lines,
+        args.output.join("kernel-1.traceg").display()
+    );
     Ok(0)
 }

@@ -9,7 +9,7 @@
 mod dialect;
 mod function;
 mod kernel;
-mod numeric;
+pub(crate) mod numeric;
 mod partition;
 
 pub use dialect::Dialect;

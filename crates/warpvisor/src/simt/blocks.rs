@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 use wasmparser::Operator;
 
+use super::sass::SassInstr;
 use super::SimtError;
 use crate::analysis::post_dominators;
 use crate::frontend::Module;
@@ -100,6 +101,9 @@ pub struct BasicBlock {
     pub succ: Vec<u32>,
     /// How control leaves it.
     pub end: BlockEnd,
+    /// Its instructions as SASS-like instructions (`simt accel-sim`), one per instruction.
+    #[serde(default)]
+    pub code: Vec<SassInstr>,
 }
 
 /// The control-flow graph of one function.
@@ -148,10 +152,24 @@ impl BlockTable {
                 continue;
             };
             let first_id = ids.len() as u32;
-            let fb = function_blocks(&body.ops, first_id).map_err(|why| SimtError::Module {
+            let mut fb = function_blocks(&body.ops, first_id).map_err(|why| SimtError::Module {
                 function: module.func_display_name(f),
                 why,
             })?;
+            let mut code = super::sass::function_code(module, f, &body.ops).into_iter();
+            let n = fb.blocks.len();
+            for k in 0..n {
+                let start = fb.blocks[k].first_op as usize;
+                let end = fb
+                    .blocks
+                    .get(k + 1)
+                    .map_or(body.ops.len(), |b| b.first_op as usize);
+                let count = body.ops[start..end]
+                    .iter()
+                    .filter(|op| !is_marker(op))
+                    .count();
+                fb.blocks[k].code = code.by_ref().take(count).collect();
+            }
             ids.extend((0..fb.blocks.len() as u32).map(|b| (f, b)));
             funcs.push(Some(fb));
         }
@@ -287,6 +305,7 @@ fn function_blocks(ops: &[Operator<'_>], first_id: u32) -> Result<FunctionBlocks
         mem: Vec::new(),
         succ: Vec::new(),
         end: BlockEnd::Jump,
+        code: Vec::new(),
     };
     // Where a branch to relative depth `d` goes.
     let target = |stack: &[usize], d: u32| -> Result<u32, String> {
@@ -307,6 +326,7 @@ fn function_blocks(ops: &[Operator<'_>], first_id: u32) -> Result<FunctionBlocks
                     mem: Vec::new(),
                     succ: Vec::new(),
                     end: BlockEnd::Jump,
+                    code: Vec::new(),
                 },
             ));
             b += 1;

@@ -10,12 +10,15 @@
 //!   stack that reconverges at immediate post-dominators, hypercalls as relaunch points;
 //! - [`memory`]: a warp's accesses merged into 32-byte sectors through the fleet's real
 //!   interleaved layout;
-//! - [`report`]: the numbers, as Markdown and JSON.
+//! - [`report`]: the numbers, as Markdown and JSON;
+//! - [`sass`] and [`accel_sim`]: the warps' instruction streams as Accel-Sim traces.
 
+pub mod accel_sim;
 pub mod blocks;
 pub mod memory;
 pub mod replay;
 pub mod report;
+pub mod sass;
 pub mod trace;
 pub mod tracer;
 

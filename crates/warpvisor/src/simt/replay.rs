@@ -263,6 +263,48 @@ struct Warp<'t, 'r> {
     accesses: [Vec<LaneAccess>; 3],
     /// Whether to count sectors (else the records are only skipped).
     with_memory: bool,
+    /// Every block the warp issues, in order, when asked (`accel_sim`).
+    record: Option<Vec<IssuedBlock>>,
+}
+
+/// One block a warp issued: its global id, the lanes that ran it, and for each of its memory
+/// operators the address each of those lanes accessed (`None`: the lane trapped before).
+#[derive(Debug, Clone)]
+pub struct IssuedBlock {
+    /// Global block id.
+    pub id: u32,
+    /// Active lanes.
+    pub mask: u64,
+    /// Per memory operator, per active lane in lane order: the VM and the first address.
+    pub addresses: Vec<Vec<Option<(u32, u32)>>>,
+}
+
+/// Replays the warp of jobs `jobs` and returns every block it issued, in order, with the
+/// warp's instruction counts.
+pub fn issued_blocks(
+    trace: &Trace,
+    jobs: &[usize],
+) -> Result<(Vec<IssuedBlock>, Counts), SimtError> {
+    let width = jobs.len().max(1) as u32;
+    if width > 64 {
+        return Err(SimtError::Limit(format!(
+            "a warp of {width} lanes: at most 64"
+        )));
+    }
+    let mut part = WidthResult {
+        width,
+        counts: Counts::default(),
+        warp_mean_efficiency: 0.0,
+        warps: 0,
+        per_function: vec![Counts::default(); trace.header.functions.len()],
+        memory: BTreeMap::new(),
+        launches: 0,
+    };
+    let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
+    let mut warp = Warp::new(trace, jobs, &mut sectors, &mut part)?;
+    warp.record = Some(Vec::new());
+    let counts = warp.run()?;
+    Ok((warp.record.take().unwrap_or_default(), counts))
 }
 
 impl<'t, 'r> Warp<'t, 'r> {
@@ -303,6 +345,7 @@ impl<'t, 'r> Warp<'t, 'r> {
             step_lanes: Vec::new(),
             accesses: Default::default(),
             with_memory: true,
+            record: None,
         })
     }
 
@@ -430,6 +473,13 @@ impl<'t, 'r> Warp<'t, 'r> {
             }
             lane.pos += 1;
         }
+        if let Some(r) = &mut self.record {
+            r.push(IssuedBlock {
+                id,
+                mask,
+                addresses: Vec::with_capacity(block.mem.len()),
+            });
+        }
         self.memory(&block.mem, &lanes);
         // Where each lane goes (few places: a small sorted list).
         let mut next: Vec<(Next, u64)> = Vec::new();
@@ -504,16 +554,26 @@ impl<'t, 'r> Warp<'t, 'r> {
             for v in &mut self.accesses {
                 v.clear();
             }
+            let mut recorded = self
+                .record
+                .as_ref()
+                .map(|_| Vec::with_capacity(lanes.len()));
             for &i in lanes {
                 let lane = &mut self.lanes[i];
                 let n = op.words();
                 let Some(w) = lane.words.get(lane.pos..lane.pos + n) else {
                     // The VM trapped before this access: nothing more of it.
                     lane.pos = lane.words.len();
+                    if let Some(r) = &mut recorded {
+                        r.push(None);
+                    }
                     continue;
                 };
                 lane.pos += n;
                 let vm = lane.vm;
+                if let Some(r) = &mut recorded {
+                    r.push(Some((vm, w[0])));
+                }
                 let regions = &self.trace.header.regions;
                 let accesses = &mut self.accesses;
                 let mut push = |addr: u32, len: u32| {
@@ -527,6 +587,11 @@ impl<'t, 'r> Warp<'t, 'r> {
                         push(w[1], w[2]);
                     }
                 }
+            }
+            if let (Some(r), Some(last)) =
+                (recorded, self.record.as_mut().and_then(|v| v.last_mut()))
+            {
+                last.addresses.push(r);
             }
             for (region, list) in Region::ALL.iter().zip(&self.accesses) {
                 if list.is_empty() {
