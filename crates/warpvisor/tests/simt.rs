@@ -765,3 +765,108 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
+
+/// Runs the `warpvisor` binary: (exit code, stdout, stderr).
+fn cli(args: &[&str], dir: &std::path::Path) -> (i32, String, String) {
+    let out = std::process::Command::new(common::warpvisor_bin())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_command_line_traces_analyses_writes_accel_sim_and_advises_a_run() {
+    let dir = tempdir("cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("m.wat"), IF_ELSE).unwrap();
+    let jobs: String = (0..32).map(|i| format!("{{\"args\": [{i}]}}\n")).collect();
+    std::fs::write(dir.join("jobs.jsonl"), jobs).unwrap();
+    let (code, _, err) = cli(
+        &[
+            "simt",
+            "trace",
+            "m.wat",
+            "--invoke",
+            "f",
+            "--jobs",
+            "jobs.jsonl",
+            "-o",
+            "t.trace",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, md, err) = cli(
+        &[
+            "simt", "analyze", "t.trace", "--json", "r.json", "--svg", "r.svg",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    // 16 odd, 16 even lanes: issued 4 + 3 + 5 + 2 = 14, executed 32*4 + 16*3 + 16*5 + 32*2.
+    let eff = 100.0 * (32.0 * 4.0 + 48.0 + 80.0 + 64.0) / (14.0 * 32.0);
+    assert!(md.contains(&format!("| 32 | {eff:.1}% |")), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("r.json")).unwrap()).unwrap();
+    assert_eq!(json["widths"][2]["issued"], 14);
+    assert!(std::fs::read_to_string(dir.join("r.svg"))
+        .unwrap()
+        .contains("</svg>"));
+    let (code, _, err) = cli(&["simt", "accel-sim", "t.trace", "-o", "sim"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let (_, warps) =
+        parse_accel_sim(&std::fs::read_to_string(dir.join("sim/kernel-1.traceg")).unwrap());
+    assert_eq!(warps.len(), 1);
+    let (code, _, err) = cli(
+        &[
+            "run",
+            "--analyze",
+            "--backend",
+            "cpu",
+            "m.wat",
+            "--invoke",
+            "f",
+            "--jobs",
+            "jobs.jsonl",
+            "--vms",
+            "32",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("SIMT efficiency {eff:.1}% at width 32")),
+        "{err}"
+    );
+    // Bad input: clear errors, exit 1, no panic.
+    std::fs::write(dir.join("junk.trace"), b"WVSIMT\0\0\x09\0\0\0").unwrap();
+    for args in [
+        &["simt", "analyze", "junk.trace"][..],
+        &["simt", "analyze", "m.wat"],
+        &["simt", "analyze", "missing.trace"],
+        &["simt", "analyze", "t.trace", "--widths", "0"],
+        &[
+            "simt",
+            "accel-sim",
+            "t.trace",
+            "-o",
+            "x",
+            "--interleave",
+            "3",
+        ],
+        &[
+            "simt", "trace", "m.wat", "--invoke", "nope", "-o", "u.trace",
+        ],
+    ] {
+        let (code, _, err) = cli(args, &dir);
+        assert!(code == 1 || code == 2, "{args:?}: {code} {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.trim().is_empty(), "{args:?}");
+    }
+}

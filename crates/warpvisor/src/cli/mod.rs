@@ -102,9 +102,10 @@ pub struct FleetArgs {
     /// cuda: 0 compiles with -G, without device optimisation).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub opt_level: u8,
-    /// Bytes per memory cell: 0 (contiguous per VM), 4 or 8.
-    #[arg(long, default_value_t = 0, value_parser = parse_interleave)]
-    pub interleave: u32,
+    /// Bytes per memory cell: 0 (contiguous per VM), 4 or 8. Default 0 (`run --analyze` on
+    /// a GPU backend: the interleave the analysis recommends).
+    #[arg(long, value_parser = parse_interleave)]
+    pub interleave: Option<u32>,
     /// Most 64 KiB pages a VM's memory may grow to, at most 65536 (4 GiB).
     #[arg(long = "max-memory", default_value_t = 256, value_name = "PAGES",
           value_parser = clap::value_parser!(u32).range(0..=MAX_MEMORY_PAGES as i64))]
@@ -170,7 +171,7 @@ impl FleetArgs {
         let dialect = kind.dialect().unwrap_or(Dialect::C);
         let mut options = KernelOptions {
             dialect,
-            interleave: self.interleave,
+            interleave: self.interleave.unwrap_or(0),
             max_table_elements: self.max_table_elements,
             opt_level: self.opt_level,
             meter_fuel: self.fuel.is_some(),
@@ -269,7 +270,7 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
 }
 
-fn parse_interleave(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_interleave(s: &str) -> Result<u32, String> {
     match s {
         "0" => Ok(0),
         "4" => Ok(4),

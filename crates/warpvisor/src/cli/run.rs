@@ -9,8 +9,12 @@ use clap::Args;
 
 use super::progress::{print_stats, CompileProgress};
 use super::{errln, read_file, read_limited, FleetArgs, MAX_JOBS_FILE_SIZE, MAX_VMS};
+use warpvisor::backend::cpu::CpuBackend;
+use warpvisor::codegen::Dialect;
 use warpvisor::jobs::{parse_arg, parse_job, result_line};
 use warpvisor::runner::Executor;
+use warpvisor::simt::tracer::{sample_invoke, sample_wasi};
+use warpvisor::simt::Report;
 use warpvisor::vmm::Outcome;
 use warpvisor::wasi::program::{self, WasiRunConfig};
 use warpvisor::wasi::WasiJob;
@@ -40,6 +44,12 @@ pub struct RunArgs {
     /// with what none accounts for, and the bytes moved between host and device, on stderr.
     #[arg(long)]
     stats: bool,
+    /// Before running, trace a sample of the jobs (the first 64) on cpu and predict how they
+    /// would run on a GPU (`warpvisor simt`): SIMT efficiency, the function that leaves the
+    /// most lanes idle, and the interleave with the fewest memory transactions, which opencl
+    /// and cuda then use unless --interleave is given.
+    #[arg(long)]
+    analyze: bool,
     #[command(flatten)]
     fleet: FleetArgs,
     /// Arguments of the function (without --jobs: every VM gets these).
@@ -64,7 +74,7 @@ pub(super) struct WasiArgs {
 /// Runs `warpvisor run`; returns the exit code.
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let bytes = read_file(&args.module)?;
-    let (executor, why) = args.fleet.executor()?;
+    let (mut executor, why) = args.fleet.executor()?;
     if args.stats {
         match why {
             Some(why) => errln!("backend: {} (auto: {why})", executor.name()),
@@ -72,7 +82,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         }
     }
     let Some(invoke) = args.invoke.clone() else {
-        return run_wasi(&args, &executor, &bytes);
+        return run_wasi(&args, &mut executor, &bytes);
     };
     let binary = warpvisor::frontend::to_binary(&bytes)?;
     let Some(ty) = warpvisor::frontend::export_func_type(&binary, &invoke)? else {
@@ -104,6 +114,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
             vec![one; args.vms as usize]
         }
     };
+    if args.analyze {
+        let backend = analysis_backend(&args)?;
+        let fleet = args.fleet.fleet(args.vms);
+        let report = sample_invoke(&binary, &backend, &invoke, fleet, &jobs)?;
+        apply_analysis(&report, &mut executor, args.fleet.interleave.is_some());
+    }
     let progress = CompileProgress::new(executor.name());
     let start = Instant::now();
     let (outcomes, mut stats) = executor.invoke(
@@ -140,6 +156,52 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// The `cpu` backend a `--analyze` sample is traced on.
+fn analysis_backend(args: &RunArgs) -> anyhow::Result<CpuBackend> {
+    CpuBackend::new(args.fleet.workers).map_err(|e| {
+        anyhow::anyhow!("--analyze traces a sample on the cpu backend, which is unavailable: {e}")
+    })
+}
+
+/// Reports a sample's analysis on stderr; on a GPU backend without --interleave, uses the
+/// interleave it recommends.
+fn apply_analysis(report: &Report, executor: &mut Executor, interleave_given: bool) {
+    let Some(w) = report.widths.last() else {
+        return;
+    };
+    let [s0, s4, s8] = report.sectors_per_instruction;
+    errln!(
+        "analyze: {} sampled jobs: SIMT efficiency {:.1}% at width {} ({:.1} launches per \
+         warp); 32-byte sectors per memory access at interleave 0/4/8: {s0:.2}/{s4:.2}/{s8:.2}",
+        report.jobs,
+        100.0 * w.efficiency,
+        w.width,
+        w.launches_per_warp
+    );
+    if let Some(f) = report.worst(1).first() {
+        let message = format!(
+            "`{}` leaves the most lanes idle ({:.1}% efficient, {:.1}% of issued instructions)",
+            f.name,
+            100.0 * f.efficiency,
+            100.0 * f.issued_share
+        );
+        if w.efficiency < 0.5 {
+            errln!("warning: a poor fit for a GPU as it is: {message}; fix it first");
+        } else if f.idle_lanes > 0 {
+            errln!("analyze: {message}");
+        }
+    }
+    if let Executor::Fleet { kernel, .. } = executor {
+        if kernel.dialect != Dialect::C && !interleave_given {
+            kernel.interleave = report.recommended_interleave;
+            errln!(
+                "analyze: using --interleave {} (fewest sectors)",
+                report.recommended_interleave
+            );
+        }
+    }
+}
+
 /// The non-blank lines of a jobs file of at most [`MAX_JOBS_FILE_SIZE`] bytes, with their
 /// numbers (from 1).
 pub(super) fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
@@ -157,7 +219,7 @@ pub(super) fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
 }
 
 /// `run` of a WASI program: `_start` on every VM, one job each.
-fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result<i32> {
+fn run_wasi(args: &RunArgs, executor: &mut Executor, bytes: &[u8]) -> anyhow::Result<i32> {
     let env = parse_env(&args.wasi.env)?;
     let preopens = parse_dirs(&args.wasi.dirs)?;
     let jobs: Vec<WasiJob> = match &args.jobs {
@@ -188,6 +250,12 @@ fn run_wasi(args: &RunArgs, executor: &Executor, bytes: &[u8]) -> anyhow::Result
         preopens,
         allow_unknown_imports: args.wasi.allow_unknown_imports,
     };
+    if args.analyze {
+        let backend = analysis_backend(args)?;
+        let binary = warpvisor::frontend::to_binary(bytes)?;
+        let report = sample_wasi(&binary, &backend, &config, &jobs)?;
+        apply_analysis(&report, executor, args.fleet.interleave.is_some());
+    }
     let progress = CompileProgress::new(executor.name());
     let start = Instant::now();
     let (results, mut stats) = executor.run_wasi(bytes, &config, &jobs, &|done, total| {

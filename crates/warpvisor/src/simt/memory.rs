@@ -53,6 +53,51 @@ impl SectorCounter {
 
     /// The sectors `accesses` (one warp instruction's) touch under each interleave.
     pub fn count(&mut self, accesses: &[LaneAccess]) -> [u64; 3] {
+        if accesses.iter().all(|a| a.len <= 8) && distinct_vms(accesses) {
+            return self.count_scalar(accesses);
+        }
+        self.count_general(accesses)
+    }
+
+    /// Accesses of at most 8 bytes by distinct VMs (every warp's loads and stores): at
+    /// interleave 0 no two VMs share a sector (a VM's memory is a slab of at least 64 KiB),
+    /// so each lane counts its own; interleaved, a lane's bytes lie in at most three cells.
+    fn count_scalar(&mut self, accesses: &[LaneAccess]) -> [u64; 3] {
+        let mut out = [0u64; 3];
+        let stride = self.layouts[0].mem_stride();
+        out[0] = accesses
+            .iter()
+            .map(|a| {
+                let start = a.vm as u64 * stride + a.addr as u64;
+                let end = start + a.len.max(1) as u64 - 1;
+                end / SECTOR_BYTES - start / SECTOR_BYTES + 1
+            })
+            .sum();
+        for k in 1..3 {
+            let cell = INTERLEAVES[k] as u64;
+            let row = self.layouts[k].num_vms as u64 * cell;
+            self.scratch.clear();
+            for a in accesses {
+                let mut at = a.addr as u64;
+                let end = at + a.len.max(1) as u64;
+                while at < end {
+                    let n = (cell - at % cell).min(end - at);
+                    let p = (at / cell) * row + a.vm as u64 * cell + at % cell;
+                    let (first, last) = (p / SECTOR_BYTES, (p + n - 1) / SECTOR_BYTES);
+                    self.scratch.push(first);
+                    if last != first {
+                        self.scratch.push(last);
+                    }
+                    at += n;
+                }
+            }
+            out[k] = distinct(&mut self.scratch);
+        }
+        out
+    }
+
+    /// Any accesses: every byte range through the layout.
+    fn count_general(&mut self, accesses: &[LaneAccess]) -> [u64; 3] {
         let mut out = [0u64; 3];
         for (k, layout) in self.layouts.iter().enumerate() {
             self.scratch.clear();
@@ -71,12 +116,7 @@ impl SectorCounter {
                     self.scratch.extend(first..=last);
                 }
             }
-            // Consecutive VMs at one offset give ascending sectors: no sort needed then.
-            if !self.scratch.is_sorted() {
-                self.scratch.sort_unstable();
-            }
-            self.scratch.dedup();
-            let n = self.scratch.len() as u64;
+            let n = distinct(&mut self.scratch);
             out[k] = if scale_den == 0 || scale_num == scale_den {
                 n
             } else {
@@ -85,6 +125,26 @@ impl SectorCounter {
             };
         }
         out
+    }
+}
+
+/// The distinct sectors in `sectors`.
+fn distinct(sectors: &mut Vec<u64>) -> u64 {
+    // Consecutive VMs at one offset give ascending sectors: no sort needed then.
+    if !sectors.is_sorted() {
+        sectors.sort_unstable();
+    }
+    sectors.dedup();
+    sectors.len() as u64
+}
+
+/// Whether no two accesses come from the same VM (lanes of a warp are distinct VMs unless
+/// the traced fleet was smaller than the warp).
+fn distinct_vms(accesses: &[LaneAccess]) -> bool {
+    accesses.windows(2).all(|w| w[0].vm < w[1].vm) || {
+        let mut vms: Vec<u32> = accesses.iter().map(|a| a.vm).collect();
+        vms.sort_unstable();
+        vms.windows(2).all(|w| w[0] != w[1])
     }
 }
 
@@ -121,6 +181,34 @@ mod tests {
         // Interleave 4: offset 4v is row v; row v of the 32 lanes is 128 bytes; lane v's cell
         // is at v*128 + v*4: each in its own sector.
         assert_eq!(c.count(&lanes(32, |v| 4 * v, 4))[1], 32);
+    }
+
+    #[test]
+    fn the_scalar_path_counts_as_the_general_one() {
+        let mut c = SectorCounter::new(48, 2);
+        for (len, stride, base) in [
+            (1, 1, 0),
+            (2, 2, 30),
+            (4, 4, 62),
+            (8, 4, 125),
+            (8, 8, 4),
+            (4, 36, 7),
+        ] {
+            for n in [1u32, 5, 32] {
+                let a: Vec<LaneAccess> = (0..n)
+                    .map(|v| LaneAccess {
+                        vm: v + 3,
+                        addr: base + stride * (v * 7 % n),
+                        len,
+                    })
+                    .collect();
+                assert_eq!(
+                    c.count_scalar(&a),
+                    c.count_general(&a),
+                    "{len} {stride} {base} {n}"
+                );
+            }
+        }
     }
 
     #[test]

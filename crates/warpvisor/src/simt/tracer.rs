@@ -135,3 +135,52 @@ fn take(fleet: &mut Fleet, n: usize) -> Vec<JobTrace> {
     t.truncate(n);
     t
 }
+
+/// Jobs a `run --analyze` sample traces at most.
+pub const SAMPLE_JOBS: usize = 64;
+/// Trace words a sample keeps in all (256 MiB).
+pub const SAMPLE_WORDS: usize = 64 << 20;
+
+/// Traces the first [`SAMPLE_JOBS`] WASI jobs on `cpu` and analyses them at widths 8, 16 and
+/// 32: what `warpvisor run --analyze` reports.
+pub fn sample_wasi(
+    binary: &[u8],
+    backend: &dyn Backend,
+    config: &WasiRunConfig,
+    jobs: &[WasiJob],
+) -> Result<super::Report, TraceRunError> {
+    let sample = &jobs[..jobs.len().min(SAMPLE_JOBS)];
+    let mut config = config.clone();
+    config.fleet.num_vms = sample.len().max(1) as u32;
+    let program = traced_program(binary, backend, 2)?;
+    let (_, trace) = trace_wasi(binary, program, &config, sample, per_job(sample.len()))?;
+    report(&trace)
+}
+
+/// Traces the first [`SAMPLE_JOBS`] calls of export `func` on `cpu` and analyses them.
+pub fn sample_invoke(
+    binary: &[u8],
+    backend: &dyn Backend,
+    func: &str,
+    config: FleetConfig,
+    jobs: &[Vec<Value>],
+) -> Result<super::Report, TraceRunError> {
+    let sample = &jobs[..jobs.len().min(SAMPLE_JOBS)];
+    let config = FleetConfig {
+        num_vms: sample.len().max(1) as u32,
+        ..config
+    };
+    let program = traced_program(binary, backend, 2)?;
+    let (_, trace) = trace_invoke(binary, program, func, config, sample, per_job(sample.len()))?;
+    report(&trace)
+}
+
+fn per_job(jobs: usize) -> usize {
+    SAMPLE_WORDS / jobs.max(1)
+}
+
+fn report(trace: &Trace) -> Result<super::Report, TraceRunError> {
+    let config = super::AnalysisConfig::default();
+    let results = super::analyze(trace, &config)?;
+    Ok(super::Report::new(trace, config.grouping, &results))
+}
