@@ -56,7 +56,12 @@ pub fn pbkdf2(request: &[u8]) -> Result<Vec<u8>, WorkloadError> {
             "expected two lines: the password, then the salt",
         ));
     };
-    if salt.len() != TYPE8_SALT || !salt.bytes().all(|b| inputs::CRYPT_ALPHABET.contains(&b)) {
+    // Every character checked, without an early exit: lanes of a GPU warp checking
+    // different salts then take the same path (docs/simt.md).
+    let bad = salt
+        .bytes()
+        .fold(0u32, |n, b| n + u32::from(!inputs::is_crypt_char(b)));
+    if salt.len() != TYPE8_SALT || bad != 0 {
         return Err(WorkloadError::new(format!(
             "a type 8 salt is {TYPE8_SALT} characters of ./0-9A-Za-z"
         )));

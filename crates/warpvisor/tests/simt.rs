@@ -100,6 +100,10 @@ fn the_papers_two_lane_example_serialises_the_two_paths_and_reconverges() {
     assert_eq!(counts(r), (14, 20));
     assert!((r.efficiency() - 20.0 / 28.0).abs() < 1e-12);
     assert_eq!(r.launches, 1);
+    // The 8 idle lane slots (one lane waits through BBL2's 3 and BBL3's 5 instructions) are
+    // the branch's, block 0 (global id 0).
+    assert_eq!(r.divergence.get(&0), Some(&8));
+    assert_eq!(r.idle_elsewhere, 0);
 }
 
 #[test]
@@ -502,6 +506,9 @@ fn a_partial_last_warp_leaves_its_missing_lanes_idle() {
     let r = &replay(&t, &[32])[0];
     // Two warps issue 15 each; 40 lanes execute 15.
     assert_eq!(counts(r), (30, 600));
+    // No branch diverged: every idle slot is a missing lane of the short warp.
+    assert!(r.divergence.is_empty());
+    assert_eq!(r.idle_elsewhere, 30 * 32 - 600);
     assert!((r.efficiency() - 600.0 / (30.0 * 32.0)).abs() < 1e-12);
 }
 

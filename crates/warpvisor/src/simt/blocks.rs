@@ -97,7 +97,8 @@ pub struct BasicBlock {
     pub instructions: u32,
     /// Its memory operators in order.
     pub mem: Vec<MemOp>,
-    /// Successors within the function; [`FunctionBlocks::exit`] is the virtual exit.
+    /// Successors within the function; [`FunctionBlocks::exit`] is the virtual exit (none
+    /// after `unreachable`: the lane traps).
     pub succ: Vec<u32>,
     /// How control leaves it.
     pub end: BlockEnd,
@@ -374,9 +375,13 @@ fn function_blocks(ops: &[Operator<'_>], first_id: u32) -> Result<FunctionBlocks
                 let start = *stack.last().ok_or("`else` outside an `if`")?;
                 (vec![at(ends[start].1 + 1)], BlockEnd::Jump)
             }
-            O::Return | O::Unreachable | O::ReturnCall { .. } | O::ReturnCallIndirect { .. } => {
+            O::Return | O::ReturnCall { .. } | O::ReturnCallIndirect { .. } => {
                 (vec![exit], BlockEnd::Exit)
             }
+            // A trap: the lane ends here. No edge to the exit, so that a branch to a panic
+            // (Rust's bounds checks) does not move its reconvergence point to the function's
+            // end — as a GPU compiler treats a noreturn trap.
+            O::Unreachable => (vec![], BlockEnd::Exit),
             O::End if i + 1 >= n_ops => (vec![exit], BlockEnd::Exit),
             O::Call { function_index } => (
                 vec![next],

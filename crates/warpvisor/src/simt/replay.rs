@@ -105,6 +105,12 @@ pub struct WidthResult {
     pub memory: BTreeMap<Region, MemCounts>,
     /// Launches per warp summed: 1 per warp, plus one per relaunch after hypercalls.
     pub launches: u64,
+    /// Idle lane slots by the divergent branch (global block id; [`RELAUNCH`]: lanes that
+    /// resumed at different places) that kept the idle lanes waiting.
+    pub divergence: BTreeMap<u32, u64>,
+    /// Idle lane slots of lanes that had finished, waited at a hypercall, or were missing
+    /// from a short warp.
+    pub idle_elsewhere: u64,
 }
 
 impl WidthResult {
@@ -157,6 +163,8 @@ fn replay_width(
                 per_function: vec![Counts::default(); nfuncs],
                 memory: BTreeMap::new(),
                 launches: 0,
+                divergence: BTreeMap::new(),
+                idle_elsewhere: 0,
             };
             let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
             let mut warp = Warp::new(trace, warps[w], &mut sectors, &mut part)?;
@@ -173,6 +181,8 @@ fn replay_width(
         per_function: vec![Counts::default(); nfuncs],
         memory: BTreeMap::new(),
         launches: 0,
+        divergence: BTreeMap::new(),
+        idle_elsewhere: 0,
     };
     let mut sum_eff = 0.0;
     for partial in partials {
@@ -183,6 +193,10 @@ fn replay_width(
         }
         result.counts.add(counts);
         result.launches += part.launches;
+        result.idle_elsewhere += part.idle_elsewhere;
+        for (origin, idle) in part.divergence {
+            *result.divergence.entry(origin).or_default() += idle;
+        }
         for (total, add) in result.per_function.iter_mut().zip(&part.per_function) {
             total.add(*add);
         }
@@ -230,16 +244,21 @@ impl Lane<'_> {
     }
 }
 
-/// Where a parked lane resumes: its callers (function, return block), its function and block.
-type Place = (Vec<(u32, u32)>, u32, u32);
-
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     func: u32,
     pc: u32,
     rpc: u32,
     mask: u64,
+    /// The global id of the divergent branch that made the lanes outside this entry wait
+    /// ([`NO_ORIGIN`]: none; [`RELAUNCH`]: lanes resumed at different places).
+    origin: u32,
 }
+
+/// No divergence made this entry.
+const NO_ORIGIN: u32 = u32::MAX;
+/// Lanes resumed after hypercalls at different places.
+pub const RELAUNCH: u32 = u32::MAX - 1;
 
 /// Where a lane goes after a block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -299,6 +318,8 @@ pub fn issued_blocks(
         per_function: vec![Counts::default(); trace.header.functions.len()],
         memory: BTreeMap::new(),
         launches: 0,
+        divergence: BTreeMap::new(),
+        idle_elsewhere: 0,
     };
     let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
     let mut warp = Warp::new(trace, jobs, &mut sectors, &mut part)?;
@@ -370,7 +391,7 @@ impl<'t, 'r> Warp<'t, 'r> {
     /// Resumes every parked lane; those at the same place share an entry (with entries for
     /// their callers below it). `false` when no lane is left.
     fn relaunch(&mut self) -> Result<bool, SimtError> {
-        let mut groups: BTreeMap<Place, u64> = BTreeMap::new();
+        let mut resumed: Vec<(usize, u32)> = Vec::new();
         for i in 0..self.lanes.len() {
             let lane = &self.lanes[i];
             if let LaneState::Parked { block } = lane.state {
@@ -378,36 +399,86 @@ impl<'t, 'r> Warp<'t, 'r> {
                     self.set_state(i, LaneState::Done);
                     continue;
                 }
-                *groups
-                    .entry((lane.frames.clone(), lane.func, block))
-                    .or_default() |= 1 << i;
+                resumed.push((i, block));
                 self.set_state(i, LaneState::Active);
             }
         }
-        if groups.is_empty() {
+        if resumed.is_empty() {
             return Ok(false);
         }
         self.result.launches += 1;
-        let job = self.lanes[0].job;
-        for ((frames, func, block), mask) in groups.into_iter().rev() {
-            for &(f, ret) in &frames {
-                let exit = self.function(f, job)?.exit();
-                self.stack.push(Entry {
-                    func: f,
-                    pc: ret,
-                    rpc: exit,
-                    mask,
-                });
-            }
-            let exit = self.function(func, job)?.exit();
-            self.stack.push(Entry {
-                func,
-                pc: block,
-                rpc: exit,
-                mask,
-            });
-        }
+        self.resume_level(&resumed, 0)?;
         Ok(true)
+    }
+
+    /// The place of a resumed lane at call depth `depth`: its function there and the block
+    /// it goes on at (the return block of its call, or where it resumes at its own depth).
+    fn place(&self, lane: usize, resume: u32, depth: usize) -> (u32, u32) {
+        let l = &self.lanes[lane];
+        match l.frames.get(depth) {
+            Some(&(f, ret)) => (f, ret),
+            None => (l.func, resume),
+        }
+    }
+
+    /// Pushes the entries that resume `lanes` (lane, resume block) from call depth `depth`
+    /// up. On a GPU the relaunched kernel's trampoline runs each VM's top frame; lanes in one
+    /// function at different blocks diverge there and meet again where those blocks' paths
+    /// meet (their common post-dominator), and a lane deeper in a call gets back to its call's
+    /// return block first.
+    fn resume_level(&mut self, lanes: &[(usize, u32)], depth: usize) -> Result<(), SimtError> {
+        let job = self.lanes[lanes[0].0].job;
+        // By function at this depth, then by block.
+        let mut by_func: BTreeMap<u32, BTreeMap<u32, Vec<(usize, u32)>>> = BTreeMap::new();
+        for &(i, resume) in lanes {
+            let (f, b) = self.place(i, resume, depth);
+            by_func
+                .entry(f)
+                .or_default()
+                .entry(b)
+                .or_default()
+                .push((i, resume));
+        }
+        for (f, blocks) in by_func.into_iter().rev() {
+            let fb = self.function(f, job)?;
+            let exit = fb.exit();
+            let meet = blocks
+                .keys()
+                .copied()
+                .reduce(|a, b| common_post_dominator(fb, a, b))
+                .unwrap_or(exit);
+            let all = blocks
+                .values()
+                .flatten()
+                .fold(0u64, |m, &(i, _)| m | 1 << i);
+            self.stack.push(Entry {
+                func: f,
+                pc: meet,
+                rpc: exit,
+                mask: all,
+                origin: NO_ORIGIN,
+            });
+            for (b, group) in blocks.into_iter().rev() {
+                let mask = group.iter().fold(0u64, |m, &(i, _)| m | 1 << i);
+                if b != meet {
+                    self.stack.push(Entry {
+                        func: f,
+                        pc: b,
+                        rpc: meet,
+                        mask,
+                        origin: RELAUNCH,
+                    });
+                }
+                let deeper: Vec<(usize, u32)> = group
+                    .into_iter()
+                    .filter(|&(i, _)| self.lanes[i].frames.len() > depth)
+                    .collect();
+                if !deeper.is_empty() {
+                    self.resume_level(&deeper, depth + 1)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn run(&mut self) -> Result<Counts, SimtError> {
@@ -450,6 +521,15 @@ impl<'t, 'r> Warp<'t, 'r> {
         if let Some(c) = self.result.per_function.get_mut(top.func as usize) {
             c.add(issued);
         }
+        // Idle lane slots: lanes waiting in other entries wait for this entry's divergence;
+        // the rest finished, wait at a hypercall, or do not exist (a short last warp).
+        let waiting = u64::from((self.active & !mask).count_ones());
+        let idle = u64::from(self.result.width) - active;
+        let instructions = block.instructions as u64;
+        if waiting > 0 {
+            *self.result.divergence.entry(top.origin).or_default() += waiting * instructions;
+        }
+        self.result.idle_elsewhere += (idle - waiting.min(idle)) * instructions;
         let mut lanes = std::mem::take(&mut self.step_lanes);
         lanes.clear();
         let mut bits = mask;
@@ -512,6 +592,8 @@ impl<'t, 'r> Warp<'t, 'r> {
             .collect();
         if !calls.is_empty() {
             entry.pc = top.pc + 1;
+            // Lanes calling different functions diverge at the call.
+            let origin = if calls.len() > 1 { id } else { top.origin };
             for &(g, m) in calls.iter().rev() {
                 let exit = self.function(g, first_job)?.exit();
                 self.stack.push(Entry {
@@ -519,6 +601,7 @@ impl<'t, 'r> Warp<'t, 'r> {
                     pc: 0,
                     rpc: exit,
                     mask: m,
+                    origin,
                 });
             }
         } else if let [(t, _)] = jumps.as_slice() {
@@ -533,6 +616,7 @@ impl<'t, 'r> Warp<'t, 'r> {
                         pc: t,
                         rpc: r,
                         mask: m,
+                        origin: id,
                     });
                 }
             }
@@ -706,6 +790,25 @@ fn route(
             Ok(Route::Go(Next::Block(gb)))
         }
     }
+}
+
+/// The first block on every path from `a` and from `b` to the exit of `fb`: where lanes at
+/// the two blocks meet (the exit when they do not before it).
+fn common_post_dominator(fb: &FunctionBlocks, a: u32, b: u32) -> u32 {
+    let exit = fb.exit();
+    let chain = |mut x: u32| {
+        let mut out = vec![x];
+        while x != exit {
+            x = fb.ipdom.get(x as usize).copied().unwrap_or(exit);
+            out.push(x);
+        }
+        out
+    };
+    let from_a = chain(a);
+    chain(b)
+        .into_iter()
+        .find(|x| from_a.contains(x))
+        .unwrap_or(exit)
 }
 
 fn locate(trace: &Trace, job: usize, id: u32) -> Result<(u32, u32), SimtError> {

@@ -41,6 +41,23 @@ pub struct FunctionRow {
     pub idle_lanes: u64,
 }
 
+/// A divergent branch at the widest width: the lane slots its divergence left idle.
+#[derive(Debug, Clone, Serialize)]
+pub struct BranchRow {
+    /// The function.
+    pub function: String,
+    /// Function index.
+    pub index: u32,
+    /// The branch's block in the function (`None`: lanes resumed at different places after
+    /// hypercalls).
+    pub block: Option<u32>,
+    /// The block where its lanes reconverge (the immediate post-dominator; the function's
+    /// block count is its exit).
+    pub reconverges_at: Option<u32>,
+    /// Its share of every idle lane slot.
+    pub idle_share: f64,
+}
+
 /// Memory of one region at the widest width.
 #[derive(Debug, Clone, Serialize)]
 pub struct RegionRow {
@@ -69,6 +86,11 @@ pub struct Report {
     pub detail_width: u32,
     /// Functions that issued instructions, most idle lanes first.
     pub functions: Vec<FunctionRow>,
+    /// The divergent branches that left the most lanes idle, most first (at most ten).
+    pub branches: Vec<BranchRow>,
+    /// The share of idle lane slots of lanes that had finished, waited at a hypercall or
+    /// were missing from a short warp.
+    pub idle_elsewhere_share: f64,
     /// Memory per region.
     pub memory: Vec<RegionRow>,
     /// Sectors per memory instruction over all regions, at interleave 0, 4 and 8.
@@ -96,6 +118,8 @@ impl Report {
         let detail = sorted.last().copied();
         let detail_width = detail.map_or(0, |r| r.width);
         let mut functions = Vec::new();
+        let mut branches = Vec::new();
+        let mut idle_elsewhere_share = 0.0;
         let mut memory = Vec::new();
         let mut total_sectors = [0u64; 3];
         let mut total_instructions = 0u64;
@@ -114,6 +138,31 @@ impl Report {
                 });
             }
             functions.sort_by(|a, b| b.idle_lanes.cmp(&a.idle_lanes).then(a.index.cmp(&b.index)));
+            let idle = (r.counts.lockstep * r.width as u64).saturating_sub(r.counts.thread);
+            let idle = idle.max(1) as f64;
+            idle_elsewhere_share = r.idle_elsewhere as f64 / idle;
+            let mut by_cost: Vec<(u32, u64)> = r.divergence.iter().map(|(&o, &c)| (o, c)).collect();
+            by_cost.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            for (origin, cost) in by_cost.into_iter().take(10) {
+                let located = trace.header.blocks.locate(origin);
+                let (index, block) = located.map_or((0, None), |(f, b)| (f, Some(b)));
+                let reconverges_at = block.and_then(|b| {
+                    trace
+                        .header
+                        .blocks
+                        .function(index)
+                        .and_then(|fb| fb.ipdom.get(b as usize).copied())
+                });
+                branches.push(BranchRow {
+                    function: located
+                        .and_then(|(f, _)| trace.header.functions.get(f as usize).cloned())
+                        .unwrap_or_else(|| "(hypercall relaunch)".into()),
+                    index,
+                    block,
+                    reconverges_at,
+                    idle_share: cost as f64 / idle,
+                });
+            }
             for (region, m) in &r.memory {
                 total_instructions += m.instructions;
                 for (total, add) in total_sectors.iter_mut().zip(m.sectors) {
@@ -135,6 +184,8 @@ impl Report {
             widths,
             detail_width,
             functions,
+            branches,
+            idle_elsewhere_share,
             memory,
             sectors_per_instruction: per(total_sectors, total_instructions),
             recommended_interleave: INTERLEAVES[best],
@@ -201,6 +252,30 @@ impl Report {
                 f.idle_lanes
             );
         }
+        let _ = writeln!(
+            s,
+            "\n## Divergent branches at width {} (their share of idle lane slots)\n",
+            self.detail_width
+        );
+        s.push_str("| function | branch block | reconverges at block | idle share |\n");
+        s.push_str("|---|---:|---:|---:|\n");
+        for b in &self.branches {
+            let at = |x: Option<u32>| x.map_or("-".to_string(), |v| v.to_string());
+            let _ = writeln!(
+                s,
+                "| `{}` ({}) | {} | {} | {:.1}% |",
+                b.function.replace('|', "\\|"),
+                b.index,
+                at(b.block),
+                at(b.reconverges_at),
+                100.0 * b.idle_share
+            );
+        }
+        let _ = writeln!(
+            s,
+            "| lanes finished, at a hypercall, or missing | | | {:.1}% |",
+            100.0 * self.idle_elsewhere_share
+        );
         let _ = writeln!(
             s,
             "\n## Memory at width {}: 32-byte sectors per warp memory instruction\n",

@@ -61,6 +61,9 @@ impl TraceRecorder {
             return;
         };
         let mut t = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if t.words.capacity() == 0 {
+            reserve_huge(&mut t.words, self.max_words);
+        }
         let room = self.max_words.saturating_sub(t.words.len());
         if words.len() > room {
             t.truncated = true;
@@ -75,6 +78,27 @@ impl TraceRecorder {
             .iter()
             .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())))
             .collect()
+    }
+}
+
+/// Reserves room for `words` words in `v` (address space only: pages come as they are
+/// written) and asks the kernel for huge pages there: a traced VM's records arrive at
+/// gigabytes per second, and faulting them in 4 KiB at a time costs as much as the tracing.
+fn reserve_huge(v: &mut Vec<u32>, words: usize) {
+    v.reserve_exact(words);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = v.as_mut_ptr() as usize;
+        let end = start + v.capacity() * std::mem::size_of::<u32>();
+        let (a, b) = (start.div_ceil(HUGE) * HUGE, end / HUGE * HUGE);
+        if b > a {
+            // SAFETY: [a, b) lies inside the vector's own allocation; MADV_HUGEPAGE changes
+            // how its pages are backed, never their contents. Failure is harmless.
+            unsafe {
+                libc::madvise(a as *mut libc::c_void, b - a, libc::MADV_HUGEPAGE);
+            }
+        }
     }
 }
 
