@@ -877,3 +877,32 @@ fn the_command_line_traces_analyses_writes_accel_sim_and_advises_a_run() {
         assert!(!err.trim().is_empty(), "{args:?}");
     }
 }
+
+/// `f(x)`: loads 0, then 70000 for odd `x` (past the memory's end: a trap mid-block), else 0.
+const TRAP_MID_BLOCK: &str = r#"(module
+  (memory 1)
+  (func (export "f") (param i32) (result i32)
+    i32.const 0
+    i32.load
+    local.get 0
+    i32.const 1
+    i32.and
+    i32.const 70000
+    i32.mul
+    i32.load
+    i32.add))"#;
+
+#[test]
+fn a_trap_in_the_middle_of_a_block_keeps_the_trace_consistent() {
+    let args: Vec<i32> = (0..32).collect();
+    let (t, out) = trace(TRAP_MID_BLOCK, "f", &args, 32);
+    assert!(matches!(out[1], Outcome::Trapped(_)));
+    assert_eq!(out[2], Outcome::Returned(vec![Value::I32(0)]));
+    // A trapping lane keeps its block's id, not the block's accesses.
+    assert_eq!(t.jobs[1].words.len(), 1);
+    assert_eq!(t.jobs[2].words.len(), 3);
+    let r = &replay(&t, &[32])[0];
+    assert_eq!(counts(r), (9, 9 * 32));
+    let accesses: u64 = r.memory.values().map(|m| m.accesses).sum();
+    assert_eq!(accesses, 2 * 16);
+}

@@ -78,6 +78,8 @@ pub(super) struct FunctionEmitter<'m, 'a> {
     dispatch: HashMap<u32, String>,
     /// Dirty-page marks the stores of the current basic block share.
     marks: StoreMarks,
+    /// A traced kernel's next record slot in the current block (`trace`).
+    trace_slot: usize,
 }
 
 impl<'m, 'a> FunctionEmitter<'m, 'a> {
@@ -109,6 +111,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             loops: vec![LoopResumes::new(0)],
             dispatch: HashMap::new(),
             marks: StoreMarks::new(locals_len, guard),
+            trace_slot: 1,
         }
     }
 

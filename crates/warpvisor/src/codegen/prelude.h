@@ -173,8 +173,9 @@ typedef struct wv_ctx {
   uint64_t stack_floor;
   uint32_t vm;
 #if WV_TRACE
-  /* The VM's trace words not yet given to the host (simt/trace.rs). */
-  uint32_t tn;
+  /* The VM's trace words not yet given to the host (simt/trace.rs), and where the current
+   * block's records start. */
+  uint32_t tn, tblk;
   uint32_t tb[WV_TRACE_WORDS];
 #endif
 } wv_ctx;
@@ -201,6 +202,7 @@ WV_FN void wv_ctx_enter(wv_ctx *c, wv_fleet *f, uint32_t vm) {
   c->stack_floor = f->stack_floor;
 #if WV_TRACE
   c->tn = 0;
+  c->tblk = 0;
 #endif
 }
 WV_FN void wv_ctx_leave(wv_ctx *c) {
@@ -208,6 +210,8 @@ WV_FN void wv_ctx_leave(wv_ctx *c) {
   const uint32_t vm = c->vm;
   for (uint32_t g = 0; g < WV_NUM_GLOBALS; g++) WV_GLB(g) = c->g[g];
 #if WV_TRACE
+  /* A trap may leave the rest of its block's reserved records unwritten: keep its id only. */
+  if (c->tn && f->vms[vm].status == WV_TRAPPED) c->tn = c->tblk + 1;
   if (c->tn) wv_trace_flush(c);
 #endif
 }
@@ -517,12 +521,17 @@ static __attribute__((noinline, cold)) void wv_trace_flush(wv_ctx *c) {
   if (h != 0 && h->trace != 0) h->trace(h->ctx, c->vm, c->tb, c->tn);
   c->tn = 0;
 }
-#define WV_TRACE_PUT(w) do { if (c->tn == WV_TRACE_WORDS) wv_trace_flush(c); c->tb[c->tn++] = (uint32_t)(w); } while (0)
-/* Entering basic block `id`. */
-#define WV_TRACE_BLOCK(id) WV_TRACE_PUT(id)
-/* An access at addr + offset (an address past 4 GiB, which traps, records as 0xffffffff). */
-#define WV_TRACE_EA(addr, offset) do { uint64_t t_ = (uint64_t)(uint32_t)(addr) + (uint64_t)(offset); \
-  WV_TRACE_PUT(t_ > 0xffffffffu ? 0xffffffffu : t_); } while (0)
+/* Each function's pointer to the current block's records. */
+#define WV_TRACE_LOCALS() uint32_t *tr = 0; (void)tr
+/* Entering basic block `id`, whose accesses record `n` words: the id and room for them are
+ * taken at once, so that an access costs one store (`tr[k]`). */
+#define WV_TRACE_BLOCK(id, n) do { if (c->tn + (n) + 1u > WV_TRACE_WORDS) wv_trace_flush(c); \
+  c->tblk = c->tn; tr = c->tb + c->tn; c->tn += (n) + 1u; tr[0] = (id); } while (0)
+/* Word `k` of the block's records. */
+#define WV_TRACE_AT(k, w) (tr[(k)] = (uint32_t)(w))
+/* Word `k`: an access at addr + offset (past 4 GiB, which traps, it records 0xffffffff). */
+#define WV_TRACE_EA(k, addr, offset) do { uint64_t t_ = (uint64_t)(uint32_t)(addr) + (uint64_t)(offset); \
+  tr[(k)] = t_ > 0xffffffffu ? 0xffffffffu : (uint32_t)t_; } while (0)
 #endif
 
 /* Recursion runs on the worker's native stack: a frame below the floor wv_launch set traps.

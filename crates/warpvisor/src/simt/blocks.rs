@@ -126,10 +126,12 @@ impl FunctionBlocks {
 
     /// The global id of the block that starts at operator `op`, if one does.
     pub fn block_at(&self, op: u32) -> Option<u32> {
-        self.blocks
-            .binary_search_by_key(&op, |b| b.first_op)
-            .ok()
-            .map(|k| self.first_id + k as u32)
+        self.local_at(op).map(|k| self.first_id + k as u32)
+    }
+
+    /// The index in this function of the block that starts at operator `op`, if one does.
+    pub fn local_at(&self, op: u32) -> Option<usize> {
+        self.blocks.binary_search_by_key(&op, |b| b.first_op).ok()
     }
 }
 

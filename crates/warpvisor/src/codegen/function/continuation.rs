@@ -222,6 +222,9 @@ impl FunctionEmitter<'_, '_> {
         out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
         out.push_str("  uint64_t msz = WV_MEM_BYTES();\n");
         out.push_str("  WV_MEM_VIEW();\n  WV_GLOBALS_VIEW();\n");
+        if self.ctx.blocks.is_some() {
+            out.push_str("  WV_TRACE_LOCALS();\n");
+        }
         if self.cps {
             out.push_str("  uint32_t fp = v->fp, nfp = 0;\n");
         }

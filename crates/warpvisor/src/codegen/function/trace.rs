@@ -14,40 +14,44 @@ impl FunctionEmitter<'_, '_> {
         let Some(blocks) = self.ctx.blocks else {
             return;
         };
-        let at = blocks
-            .function(self.func)
-            .and_then(|f| f.block_at(self.op_index as u32));
-        if let Some(id) = at {
-            self.line(&format!("WV_TRACE_BLOCK({id}u);"));
+        let Some(fb) = blocks.function(self.func) else {
+            return;
+        };
+        if let Some(local) = fb.local_at(self.op_index as u32) {
+            let words: usize = fb.blocks[local].mem.iter().map(|m| m.words()).sum();
+            let id = fb.first_id + local as u32;
+            self.line(&format!("WV_TRACE_BLOCK({id}u, {words}u);"));
+            self.trace_slot = 1;
         }
         let Some(mem) = MemOp::of(op) else {
             return;
         };
+        let k = self.trace_slot;
+        self.trace_slot += mem.words();
         let line = match mem {
-            MemOp::Load { .. } => {
-                format!(
-                    "WV_TRACE_EA({}, {}u);",
-                    self.slot_below_top(0),
-                    memarg_offset(op)
-                )
-            }
-            MemOp::Store { .. } => {
-                format!(
-                    "WV_TRACE_EA({}, {}u);",
-                    self.slot_below_top(1),
-                    memarg_offset(op)
-                )
-            }
+            MemOp::Load { .. } => format!(
+                "WV_TRACE_EA({k}, {}, {}u);",
+                self.slot_below_top(0),
+                memarg_offset(op)
+            ),
+            MemOp::Store { .. } => format!(
+                "WV_TRACE_EA({k}, {}, {}u);",
+                self.slot_below_top(1),
+                memarg_offset(op)
+            ),
             // memory.fill (d, value, n) and memory.init (d, s, n): d and n.
             MemOp::Fill | MemOp::Init => format!(
-                "WV_TRACE_PUT({}); WV_TRACE_PUT({});",
+                "WV_TRACE_AT({k}, {}); WV_TRACE_AT({}, {});",
                 self.slot_below_top(2),
+                k + 1,
                 self.slot_below_top(0)
             ),
             MemOp::Copy => format!(
-                "WV_TRACE_PUT({}); WV_TRACE_PUT({}); WV_TRACE_PUT({});",
+                "WV_TRACE_AT({k}, {}); WV_TRACE_AT({}, {}); WV_TRACE_AT({}, {});",
                 self.slot_below_top(2),
+                k + 1,
                 self.slot_below_top(1),
+                k + 2,
                 self.slot_below_top(0)
             ),
         };
