@@ -21,8 +21,8 @@ for name in ${names//,/ }; do
   plain=$($wv run --backend cpu "$module" --jobs "$jobsfile" --vms "$jobs" --output /dev/null --stats 2>&1 >/dev/null \
     | sed -n 's/.*unaccounted.* of \([0-9.]*\) s after compilation.*/\1/p' | head -1)
   # Twice: the first compiles the traced kernel.
-  $wv simt trace "$module" --jobs "$jobsfile" --vms "$jobs" --max-trace-mib 12000 -o "$work/$name.trace" >/dev/null 2>&1
-  traced=$($wv simt trace "$module" --jobs "$jobsfile" --vms "$jobs" --max-trace-mib 12000 -o "$work/$name.trace" 2>&1 \
+  $wv simt trace "$module" --jobs "$jobsfile" --vms "$jobs" --max-trace-mib 8000 -o "$work/$name.trace" >/dev/null 2>&1
+  traced=$($wv simt trace "$module" --jobs "$jobsfile" --vms "$jobs" --max-trace-mib 8000 -o "$work/$name.trace" 2>&1 \
     | tee "$work/$name.trace.log" | sed -n 's/.* in \([0-9.]*\) s after compilation.*/\1/p')
   start=$(date +%s.%N)
   $wv simt analyze "$work/$name.trace" --json "docs/simt/$name.json" --svg "docs/simt/$name.svg" > "docs/simt/$name.md"

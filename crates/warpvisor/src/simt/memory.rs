@@ -11,8 +11,9 @@ pub const INTERLEAVES: [u32; 3] = [0, 4, 8];
 /// Bytes of a memory transaction (a sector of a GPU's L1/L2 line).
 pub const SECTOR_BYTES: u64 = 32;
 /// Bytes of one lane's bulk access (`memory.copy`/`fill`/`init`) counted exactly; the rest of
-/// a longer one is counted in proportion.
-const BULK_EXACT_BYTES: u64 = 64 << 10;
+/// a longer one is counted in proportion (a byte-exact walk of a 64 KiB copy by 32 lanes at
+/// interleave 4 visits half a million cells).
+const BULK_EXACT_BYTES: u64 = 4 << 10;
 
 /// One lane's access within a warp memory instruction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

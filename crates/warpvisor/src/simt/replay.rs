@@ -278,6 +278,10 @@ struct Warp<'t, 'r> {
     active: u64,
     /// The lanes of the current step (reused).
     step_lanes: Vec<usize>,
+    /// Where the current step's lanes go (reused).
+    step_next: Vec<(Next, u64)>,
+    /// This warp's memory counts per region (added to the result when it ends).
+    mem_counts: [MemCounts; 3],
     /// The current memory instruction's accesses, per region (reused).
     accesses: [Vec<LaneAccess>; 3],
     /// Whether to count sectors (else the records are only skipped).
@@ -364,6 +368,8 @@ impl<'t, 'r> Warp<'t, 'r> {
             counts: Counts::default(),
             active: 0,
             step_lanes: Vec::new(),
+            step_next: Vec::new(),
+            mem_counts: Default::default(),
             accesses: Default::default(),
             with_memory: true,
             record: None,
@@ -487,6 +493,16 @@ impl<'t, 'r> Warp<'t, 'r> {
                 if self.relaunch()? {
                     continue;
                 }
+                for (region, m) in Region::ALL.iter().zip(self.mem_counts) {
+                    if m.instructions > 0 {
+                        let c = self.result.memory.entry(*region).or_default();
+                        c.instructions += m.instructions;
+                        c.accesses += m.accesses;
+                        for (total, add) in c.sectors.iter_mut().zip(m.sectors) {
+                            *total += add;
+                        }
+                    }
+                }
                 return Ok(self.counts);
             };
             let mask = top.mask & self.active;
@@ -562,7 +578,8 @@ impl<'t, 'r> Warp<'t, 'r> {
         }
         self.memory(&block.mem, &lanes);
         // Where each lane goes (few places: a small sorted list).
-        let mut next: Vec<(Next, u64)> = Vec::new();
+        let mut next = std::mem::take(&mut self.step_next);
+        next.clear();
         for &i in &lanes {
             let to = self.advance(i, top.func, top.pc, block.end, &block.succ, fb)?;
             if let Some(to) = to {
@@ -573,51 +590,65 @@ impl<'t, 'r> Warp<'t, 'r> {
             }
         }
         self.step_lanes = lanes;
-        let Some(entry) = self.stack.last_mut() else {
-            return Ok(());
-        };
-        let calls: Vec<(u32, u64)> = next
+        let result = self.move_on(top, id, fb, &next, first_job);
+        self.step_next = next;
+        result
+    }
+
+    /// Moves the stack on after the top entry's block: the lanes go to `next` (sorted;
+    /// calls after jumps).
+    fn move_on(
+        &mut self,
+        top: Entry,
+        id: u32,
+        fb: &FunctionBlocks,
+        next: &[(Next, u64)],
+        first_job: usize,
+    ) -> Result<(), SimtError> {
+        let calls = next
             .iter()
-            .filter_map(|&(n, m)| match n {
-                Next::Call(g) => Some((g, m)),
-                Next::Block(_) => None,
-            })
-            .collect();
-        let jumps: Vec<(u32, u64)> = next
-            .iter()
-            .filter_map(|&(n, m)| match n {
-                Next::Block(b) => Some((b, m)),
-                Next::Call(_) => None,
-            })
-            .collect();
-        if !calls.is_empty() {
-            entry.pc = top.pc + 1;
-            // Lanes calling different functions diverge at the call.
-            let origin = if calls.len() > 1 { id } else { top.origin };
-            for &(g, m) in calls.iter().rev() {
-                let exit = self.function(g, first_job)?.exit();
-                self.stack.push(Entry {
-                    func: g,
-                    pc: 0,
-                    rpc: exit,
-                    mask: m,
-                    origin,
-                });
+            .filter(|(n, _)| matches!(n, Next::Call(_)))
+            .count();
+        let jumps = next.len() - calls;
+        if calls > 0 {
+            if let Some(entry) = self.stack.last_mut() {
+                entry.pc = top.pc + 1;
             }
-        } else if let [(t, _)] = jumps.as_slice() {
-            entry.pc = *t;
-        } else if !jumps.is_empty() {
-            let r = fb.ipdom[top.pc as usize];
-            entry.pc = r;
-            for &(t, m) in jumps.iter().rev() {
-                if t != r {
+            // Lanes calling different functions diverge at the call.
+            let origin = if calls > 1 { id } else { top.origin };
+            for &(n, m) in next.iter().rev() {
+                if let Next::Call(g) = n {
+                    let exit = self.function(g, first_job)?.exit();
                     self.stack.push(Entry {
-                        func: top.func,
-                        pc: t,
-                        rpc: r,
+                        func: g,
+                        pc: 0,
+                        rpc: exit,
                         mask: m,
-                        origin: id,
+                        origin,
                     });
+                }
+            }
+        } else if jumps == 1 {
+            if let (Some(entry), Some(&(Next::Block(t), _))) = (self.stack.last_mut(), next.first())
+            {
+                entry.pc = t;
+            }
+        } else if jumps > 1 {
+            let r = fb.ipdom[top.pc as usize];
+            if let Some(entry) = self.stack.last_mut() {
+                entry.pc = r;
+            }
+            for &(n, m) in next.iter().rev() {
+                if let Next::Block(t) = n {
+                    if t != r {
+                        self.stack.push(Entry {
+                            func: top.func,
+                            pc: t,
+                            rpc: r,
+                            mask: m,
+                            origin: id,
+                        });
+                    }
                 }
             }
         }
@@ -682,7 +713,7 @@ impl<'t, 'r> Warp<'t, 'r> {
                     continue;
                 }
                 let s = self.sectors.count(list);
-                let c = self.result.memory.entry(*region).or_default();
+                let c = &mut self.mem_counts[*region as usize];
                 c.instructions += 1;
                 c.accesses += list.len() as u64;
                 for (total, add) in c.sectors.iter_mut().zip(s) {
