@@ -44,6 +44,7 @@ fn replay(trace: &Trace, widths: &[u32]) -> Vec<WidthResult> {
         &AnalysisConfig {
             widths: widths.to_vec(),
             grouping: Grouping::Consecutive,
+            ..AnalysisConfig::default()
         },
     )
     .unwrap_or_else(|e| panic!("{e}"))
@@ -532,6 +533,7 @@ fn grouping_similar_jobs_removes_divergence_between_short_and_long_ones() {
         &AnalysisConfig {
             widths: vec![32],
             grouping: Grouping::Similar,
+            ..AnalysisConfig::default()
         },
     )
     .unwrap();
@@ -594,6 +596,7 @@ fn a_trace_that_does_not_follow_the_control_flow_is_an_error() {
     let bad = AnalysisConfig {
         widths: vec![65],
         grouping: Grouping::Consecutive,
+        ..AnalysisConfig::default()
     };
     assert!(matches!(analyze(&t, &bad), Err(SimtError::Limit(_))));
 }
@@ -905,4 +908,60 @@ fn a_trap_in_the_middle_of_a_block_keeps_the_trace_consistent() {
     assert_eq!(counts(r), (9, 9 * 32));
     let accesses: u64 = r.memory.values().map(|m| m.accesses).sum();
     assert_eq!(accesses, 2 * 16);
+}
+
+#[test]
+fn the_dynamic_cfg_reconverges_before_paths_no_lane_took() {
+    // `f(x)`: a search loop over x's bits that exits early at the first set bit; a second exit
+    // (no set bit) returns at once. Statically the early exit and the fall-through meet only at
+    // the function's exit; no job has x = 0, so dynamically they meet after the loop.
+    let wat = r#"(module
+      (func (export "f") (param i32) (result i32) (local $i i32)
+        block $found
+          loop $next
+            local.get 0
+            local.get $i
+            i32.shr_u
+            i32.const 1
+            i32.and
+            br_if $found
+            local.get $i
+            i32.const 1
+            i32.add
+            local.tee $i
+            i32.const 32
+            i32.lt_u
+            br_if $next
+          end
+          i32.const -1
+          return
+        end
+        local.get $i
+        i32.const 100
+        i32.mul
+        i32.const 7
+        i32.add
+        i32.const 3
+        i32.mul))"#;
+    let args: Vec<i32> = (0..32).map(|v| 1 << (v % 4)).collect();
+    let (t, _) = trace(wat, "f", &args, 32);
+    let stat = replay(&t, &[32]);
+    let dynamic = analyze(
+        &t,
+        &AnalysisConfig {
+            widths: vec![32],
+            cfg: warpvisor::simt::Cfg::Dynamic,
+            ..AnalysisConfig::default()
+        },
+    )
+    .unwrap();
+    // Statically the lanes that found their bit early run the tail apart, once per exit
+    // iteration (4 groups); dynamically they wait after the loop and run it once together.
+    assert_eq!(stat[0].counts.thread, dynamic[0].counts.thread);
+    assert!(dynamic[0].counts.lockstep < stat[0].counts.lockstep);
+    let tail = 7; // local.get, const, mul, const, add, const, mul
+    assert_eq!(
+        stat[0].counts.lockstep - dynamic[0].counts.lockstep,
+        3 * tail
+    );
 }

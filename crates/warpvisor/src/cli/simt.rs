@@ -10,7 +10,7 @@ use super::{errln, read_file, MAX_MEMORY_PAGES, MAX_VMS};
 use warpvisor::backend::cpu::CpuBackend;
 use warpvisor::jobs::{parse_arg, parse_job};
 use warpvisor::simt::tracer::{trace_invoke, trace_wasi, traced_program};
-use warpvisor::simt::{analyze, AnalysisConfig, Grouping, Report, Trace};
+use warpvisor::simt::{analyze, AnalysisConfig, Cfg, Grouping, Report, Trace};
 use warpvisor::vmm::FleetConfig;
 use warpvisor::wasi::program::{self, WasiRunConfig};
 use warpvisor::wasi::WasiJob;
@@ -90,6 +90,11 @@ pub struct AnalyzeArgs {
     /// (jobs of similar length together).
     #[arg(long, default_value = "consecutive", value_parser = ["consecutive", "similar"])]
     grouping: String,
+    /// Where lanes reconverge: at immediate post-dominators of the `static` control flow (what
+    /// a GPU compiler sees), or of the `dynamic` one (only the edges the jobs took, the paper's
+    /// DCFG: untaken error paths do not delay reconvergence).
+    #[arg(long, default_value = "static", value_parser = ["static", "dynamic"])]
+    cfg: String,
     /// Also write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -228,9 +233,14 @@ fn analyze_trace(args: AnalyzeArgs) -> anyhow::Result<i32> {
     let config = AnalysisConfig {
         widths: args.widths.clone(),
         grouping,
+        cfg: match args.cfg.as_str() {
+            "dynamic" => Cfg::Dynamic,
+            _ => Cfg::Static,
+        },
     };
     let results = analyze(&trace, &config)?;
-    let report = Report::new(&trace, grouping, &results);
+    let mut report = Report::new(&trace, grouping, &results);
+    report.cfg = config.cfg;
     let mut out = super::stdout();
     out.write_all(report.markdown().as_bytes())?;
     out.flush()?;

@@ -6,6 +6,7 @@
 //! - [`trace`]: a traced fleet's records (a kernel built with `KernelOptions::trace` records
 //!   every block a VM enters and every address it accesses) and the versioned trace file;
 //! - [`tracer`]: jobs run on a traced `cpu` fleet;
+//! - [`dcfg`]: the dynamic control-flow graph (edges the jobs took), an option;
 //! - [`replay`]: warps formed from the traced VMs, each replayed in lockstep under a SIMT
 //!   stack that reconverges at immediate post-dominators, hypercalls as relaunch points;
 //! - [`memory`]: a warp's accesses merged into 32-byte sectors through the fleet's real
@@ -15,6 +16,7 @@
 
 pub mod accel_sim;
 pub mod blocks;
+pub mod dcfg;
 pub mod memory;
 pub mod replay;
 pub mod report;
@@ -23,7 +25,7 @@ pub mod trace;
 pub mod tracer;
 
 pub use blocks::{BasicBlock, BlockEnd, BlockTable, FunctionBlocks, MemOp};
-pub use replay::{analyze, AnalysisConfig, Grouping};
+pub use replay::{analyze, AnalysisConfig, Cfg, Grouping};
 pub use report::Report;
 pub use trace::{JobTrace, Trace, TraceHeader, TraceRecorder};
 

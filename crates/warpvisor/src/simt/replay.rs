@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::blocks::{BlockEnd, FunctionBlocks, MemOp};
+use super::blocks::{BlockEnd, BlockTable, FunctionBlocks, MemOp};
 use super::memory::{LaneAccess, SectorCounter};
 use super::trace::{Region, Trace};
 use super::SimtError;
@@ -35,6 +35,17 @@ pub enum Grouping {
     Similar,
 }
 
+/// Which control-flow graph gives the reconvergence points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cfg {
+    /// Every edge of the code (what a GPU compiler sees): exact.
+    Static,
+    /// Only the edges the traced jobs took (the paper's dynamic CFG): paths no job ran, such
+    /// as error returns, do not hold reconvergence back.
+    Dynamic,
+}
+
 /// What to analyse.
 #[derive(Debug, Clone)]
 pub struct AnalysisConfig {
@@ -42,6 +53,8 @@ pub struct AnalysisConfig {
     pub widths: Vec<u32>,
     /// Warp formation.
     pub grouping: Grouping,
+    /// Where lanes reconverge.
+    pub cfg: Cfg,
 }
 
 impl Default for AnalysisConfig {
@@ -49,6 +62,7 @@ impl Default for AnalysisConfig {
         AnalysisConfig {
             widths: vec![8, 16, 32],
             grouping: Grouping::Consecutive,
+            cfg: Cfg::Static,
         }
     }
 }
@@ -126,6 +140,14 @@ pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Result<Vec<WidthResult
     if config.grouping == Grouping::Similar {
         order.sort_by_key(|&j| (trace.jobs[j].words.len(), j));
     }
+    let dynamic;
+    let blocks = match config.cfg {
+        Cfg::Static => &trace.header.blocks,
+        Cfg::Dynamic => {
+            dynamic = super::dcfg::observed(trace)?;
+            &dynamic
+        }
+    };
     let widest = config.widths.iter().copied().max().unwrap_or(0);
     config
         .widths
@@ -137,13 +159,14 @@ pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Result<Vec<WidthResult
                 )));
             }
             // The memory analysis is reported at the widest width only.
-            replay_width(trace, &order, w, w == widest)
+            replay_width(trace, blocks, &order, w, w == widest)
         })
         .collect()
 }
 
 fn replay_width(
     trace: &Trace,
+    blocks: &BlockTable,
     order: &[usize],
     width: u32,
     with_memory: bool,
@@ -167,7 +190,7 @@ fn replay_width(
                 idle_elsewhere: 0,
             };
             let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
-            let mut warp = Warp::new(trace, warps[w], &mut sectors, &mut part)?;
+            let mut warp = Warp::new(trace, blocks, warps[w], &mut sectors, &mut part)?;
             warp.with_memory = with_memory;
             let counts = warp.run()?;
             Ok((part, counts))
@@ -269,6 +292,8 @@ enum Next {
 
 struct Warp<'t, 'r> {
     trace: &'t Trace,
+    /// The control flow replayed (the trace's, or the one its runs showed).
+    blocks: &'t BlockTable,
     lanes: Vec<Lane<'t>>,
     stack: Vec<Entry>,
     sectors: &'r mut SectorCounter,
@@ -326,7 +351,7 @@ pub fn issued_blocks(
         idle_elsewhere: 0,
     };
     let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
-    let mut warp = Warp::new(trace, jobs, &mut sectors, &mut part)?;
+    let mut warp = Warp::new(trace, &trace.header.blocks, jobs, &mut sectors, &mut part)?;
     warp.record = Some(Vec::new());
     let counts = warp.run()?;
     Ok((warp.record.take().unwrap_or_default(), counts))
@@ -335,6 +360,7 @@ pub fn issued_blocks(
 impl<'t, 'r> Warp<'t, 'r> {
     fn new(
         trace: &'t Trace,
+        blocks: &'t BlockTable,
         jobs: &[usize],
         sectors: &'r mut SectorCounter,
         result: &'r mut WidthResult,
@@ -353,7 +379,7 @@ impl<'t, 'r> Warp<'t, 'r> {
                 state: LaneState::Done,
             };
             if let Some(id) = lane.peek() {
-                let (f, b) = locate(trace, job, id)?;
+                let (f, b) = locate(blocks, job, id)?;
                 lane.func = f;
                 lane.state = LaneState::Parked { block: b };
             }
@@ -361,6 +387,7 @@ impl<'t, 'r> Warp<'t, 'r> {
         }
         Ok(Warp {
             trace,
+            blocks,
             lanes,
             stack: Vec::new(),
             sectors,
@@ -377,9 +404,7 @@ impl<'t, 'r> Warp<'t, 'r> {
     }
 
     fn function(&self, f: u32, job: usize) -> Result<&'t FunctionBlocks, SimtError> {
-        self.trace
-            .header
-            .blocks
+        self.blocks
             .function(f)
             .ok_or_else(|| mismatch(job, format!("function {f} has no body")))
     }
@@ -734,7 +759,7 @@ impl<'t, 'r> Warp<'t, 'r> {
         succ: &[u32],
         fb: &FunctionBlocks,
     ) -> Result<Option<Next>, SimtError> {
-        let route = route(self.trace, &mut self.lanes[i], func, pc, end, succ, fb)?;
+        let route = route(self.blocks, &mut self.lanes[i], func, pc, end, succ, fb)?;
         Ok(match route {
             Route::Go(next) => Some(next),
             Route::Stop(state) => {
@@ -755,7 +780,7 @@ enum Route {
 
 /// Moves `lane` past block `pc` of `func` (ending as `end`, with successors `succ`).
 fn route(
-    trace: &Trace,
+    blocks: &BlockTable,
     lane: &mut Lane<'_>,
     func: u32,
     pc: u32,
@@ -768,7 +793,7 @@ fn route(
         // Finished (or trapped) here.
         return Ok(Route::Stop(LaneState::Done));
     };
-    let (g, gb) = locate(trace, lane.job, next_id)?;
+    let (g, gb) = locate(blocks, lane.job, next_id)?;
     match end {
         BlockEnd::Exit => match lane.frames.pop() {
             Some((caller, _)) => {
@@ -797,7 +822,7 @@ fn route(
         BlockEnd::Call { .. } | BlockEnd::CallIndirect => {
             // An import: the VM left the kernel for the host and resumes after the call.
             let defined = match end {
-                BlockEnd::Call { callee } => trace.header.blocks.function(callee).is_some(),
+                BlockEnd::Call { callee } => blocks.function(callee).is_some(),
                 _ => false,
             };
             if defined || (g, gb) != (func, pc + 1) {
@@ -842,10 +867,8 @@ fn common_post_dominator(fb: &FunctionBlocks, a: u32, b: u32) -> u32 {
         .unwrap_or(exit)
 }
 
-fn locate(trace: &Trace, job: usize, id: u32) -> Result<(u32, u32), SimtError> {
-    trace
-        .header
-        .blocks
+fn locate(blocks: &BlockTable, job: usize, id: u32) -> Result<(u32, u32), SimtError> {
+    blocks
         .locate(id)
         .ok_or_else(|| mismatch(job, format!("{id} is no block id")))
 }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::memory::INTERLEAVES;
-use super::replay::{Grouping, WidthResult};
+use super::replay::{Cfg, Grouping, WidthResult};
 use super::trace::{Region, Trace};
 
 /// Efficiency at one warp width.
@@ -78,6 +78,8 @@ pub struct Report {
     pub entry: String,
     /// How warps were formed.
     pub grouping: Grouping,
+    /// Which control flow gave the reconvergence points.
+    pub cfg: Cfg,
     /// Jobs whose trace was cut short by the recorder's limit.
     pub truncated_jobs: usize,
     /// One row per width, narrowest first.
@@ -180,6 +182,7 @@ impl Report {
             jobs: trace.jobs.len(),
             entry: trace.header.entry.clone(),
             grouping,
+            cfg: Cfg::Static,
             truncated_jobs: trace.jobs.iter().filter(|j| j.truncated).count(),
             widths,
             detail_width,
@@ -202,12 +205,16 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "# SIMT analysis: `{}`, {} jobs, warps of {} jobs\n",
+            "# SIMT analysis: `{}`, {} jobs, warps of {} jobs, {} control flow\n",
             self.entry,
             self.jobs,
             match self.grouping {
                 Grouping::Consecutive => "consecutive",
                 Grouping::Similar => "similar-length",
+            },
+            match self.cfg {
+                Cfg::Static => "static",
+                Cfg::Dynamic => "dynamic",
             }
         );
         if self.truncated_jobs > 0 {
