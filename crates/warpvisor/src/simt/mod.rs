@@ -23,6 +23,7 @@ pub mod report;
 pub mod sass;
 pub mod trace;
 pub mod tracer;
+mod warp;
 
 pub use blocks::{BasicBlock, BlockEnd, BlockTable, FunctionBlocks, MemOp};
 pub use replay::{analyze, AnalysisConfig, Cfg, Grouping};

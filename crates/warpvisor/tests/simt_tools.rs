@@ -1,0 +1,253 @@
+//! `warpvisor simt`'s outputs for other tools and people: Accel-Sim traces read back by a
+//! parser written from Accel-Sim's documented format, and the command line.
+
+mod common;
+mod simt_cases;
+
+use simt_cases::{counts, replay, trace, IF_ELSE, NESTED, REGIONS};
+
+/// One warp of an Accel-Sim trace, as its documented format reads.
+#[derive(Debug, Default)]
+struct ParsedWarp {
+    lines: Vec<ParsedLine>,
+}
+
+#[derive(Debug)]
+struct ParsedLine {
+    mask: u32,
+    opcode: String,
+    addresses: usize,
+}
+
+/// Reads `kernel-N.traceg` the way Accel-Sim's trace parser does: `-key = value` header lines,
+/// `#BEGIN_TB` / `thread block = x,y,z` / `warp = n` / `insts = n` / n instruction lines /
+/// `#END_TB`; an instruction line is `PC mask dest_num [R..] opcode src_num [R..] mem_width`
+/// and, when `mem_width > 0`, an address mode (0: one hex address per active lane).
+fn parse_accel_sim(text: &str) -> (Vec<(String, String)>, Vec<ParsedWarp>) {
+    let mut header = Vec::new();
+    let mut warps = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(l) = lines.next() {
+        let l = l.trim();
+        if let Some(kv) = l.strip_prefix('-') {
+            let (k, v) = kv.split_once(" = ").expect("header line: -key = value");
+            header.push((k.to_string(), v.to_string()));
+        } else if l == "#BEGIN_TB" {
+            let mut tb_done = false;
+            while !tb_done {
+                let l = lines.next().expect("#END_TB").trim();
+                if l.is_empty() || l.starts_with("thread block = ") {
+                    continue;
+                }
+                if l == "#END_TB" {
+                    tb_done = true;
+                    continue;
+                }
+                assert!(l.starts_with("warp = "), "{l}");
+                let n: usize = lines
+                    .next()
+                    .and_then(|x| x.trim().strip_prefix("insts = "))
+                    .expect("insts = N")
+                    .parse()
+                    .unwrap();
+                let mut warp = ParsedWarp::default();
+                for _ in 0..n {
+                    let line = lines.next().expect("an instruction line");
+                    let mut t = line.split_whitespace();
+                    u64::from_str_radix(t.next().unwrap(), 16).expect("PC in hex");
+                    let mask = u32::from_str_radix(t.next().unwrap(), 16).expect("mask in hex");
+                    let nd: usize = t.next().unwrap().parse().unwrap();
+                    for _ in 0..nd {
+                        assert!(t.next().unwrap().starts_with('R'));
+                    }
+                    let opcode = t.next().unwrap().to_string();
+                    let ns: usize = t.next().unwrap().parse().unwrap();
+                    for _ in 0..ns {
+                        assert!(t.next().unwrap().starts_with('R'));
+                    }
+                    let width: u32 = t.next().unwrap().parse().unwrap();
+                    let mut addresses = 0;
+                    if width > 0 {
+                        assert_eq!(t.next(), Some("0"), "list_all address mode");
+                        for _ in 0..mask.count_ones() {
+                            let a = t.next().expect("one address per active lane");
+                            u64::from_str_radix(a.trim_start_matches("0x"), 16).unwrap();
+                            addresses += 1;
+                        }
+                    }
+                    assert_eq!(t.next(), None, "{line}");
+                    warp.lines.push(ParsedLine {
+                        mask,
+                        opcode,
+                        addresses,
+                    });
+                }
+                warps.push(warp);
+            }
+        }
+    }
+    (header, warps)
+}
+
+#[test]
+fn accel_sim_traces_parse_end_every_warp_in_exit_and_match_the_replay() {
+    // 64 jobs (two warps) of the nested loops and of the WASI program with hypercalls.
+    let ns: Vec<i32> = (0..64).map(|v| 1 + (v * 7) % 6).collect();
+    let (t, _) = trace(NESTED, "f", &ns, 64);
+    let (loads, _) = trace(REGIONS, "f", &[0; 40], 40);
+    for (trace, warps) in [(t, 2), (loads, 2)] {
+        let dir = tempdir("accel-sim");
+        let s = warpvisor::simt::accel_sim::write(&trace, &dir, 8).unwrap();
+        let list = std::fs::read_to_string(dir.join("kernelslist.g")).unwrap();
+        assert_eq!(list.trim(), "kernel-1.traceg");
+        let text = std::fs::read_to_string(dir.join("kernel-1.traceg")).unwrap();
+        let (header, parsed) = parse_accel_sim(&text);
+        assert!(header
+            .iter()
+            .any(|(k, v)| k == "grid dim" && v == &format!("({warps},1,1)")));
+        assert!(header
+            .iter()
+            .any(|(k, v)| k == "accelsim tracer version" && v == "3"));
+        assert_eq!(parsed.len(), warps);
+        let replay = replay(&trace, &[32]);
+        let (mut issued, mut executed) = (0u64, 0u64);
+        for w in &parsed {
+            let last = w.lines.last().unwrap();
+            assert_eq!(last.opcode, "EXIT");
+            assert_eq!(w.lines.iter().filter(|l| l.opcode == "EXIT").count(), 1);
+            issued += w.lines.len() as u64 - 1;
+            executed += w.lines[..w.lines.len() - 1]
+                .iter()
+                .map(|l| u64::from(l.mask.count_ones()))
+                .sum::<u64>();
+        }
+        assert_eq!((issued, executed), counts(&replay[0]));
+        assert_eq!(s.issued, issued);
+        assert_eq!(s.executed, executed);
+        // Memory lines carry one address per active lane; the shadow stack is local memory.
+        let mem: Vec<&ParsedLine> = parsed
+            .iter()
+            .flat_map(|w| &w.lines)
+            .filter(|l| l.addresses > 0)
+            .collect();
+        let sum: usize = mem.iter().map(|l| l.addresses).sum();
+        let accesses: u64 = replay[0].memory.values().map(|m| m.accesses).sum();
+        assert_eq!(sum as u64, accesses);
+        if accesses > 0 {
+            assert!(mem.iter().any(|l| l.opcode == "LDL"));
+            assert!(mem.iter().any(|l| l.opcode == "LDG.E"));
+        }
+    }
+}
+
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("simt-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Runs the `warpvisor` binary: (exit code, stdout, stderr).
+fn cli(args: &[&str], dir: &std::path::Path) -> (i32, String, String) {
+    let out = std::process::Command::new(common::warpvisor_bin())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_command_line_traces_analyses_writes_accel_sim_and_advises_a_run() {
+    let dir = tempdir("cli");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("m.wat"), IF_ELSE).unwrap();
+    let jobs: String = (0..32).map(|i| format!("{{\"args\": [{i}]}}\n")).collect();
+    std::fs::write(dir.join("jobs.jsonl"), jobs).unwrap();
+    let (code, _, err) = cli(
+        &[
+            "simt",
+            "trace",
+            "m.wat",
+            "--invoke",
+            "f",
+            "--jobs",
+            "jobs.jsonl",
+            "-o",
+            "t.trace",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, md, err) = cli(
+        &[
+            "simt", "analyze", "t.trace", "--json", "r.json", "--svg", "r.svg",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    // 16 odd, 16 even lanes: issued 4 + 3 + 5 + 2 = 14, executed 32*4 + 16*3 + 16*5 + 32*2.
+    let eff = 100.0 * (32.0 * 4.0 + 48.0 + 80.0 + 64.0) / (14.0 * 32.0);
+    assert!(md.contains(&format!("| 32 | {eff:.1}% |")), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("r.json")).unwrap()).unwrap();
+    assert_eq!(json["widths"][2]["issued"], 14);
+    assert!(std::fs::read_to_string(dir.join("r.svg"))
+        .unwrap()
+        .contains("</svg>"));
+    let (code, _, err) = cli(&["simt", "accel-sim", "t.trace", "-o", "sim"], &dir);
+    assert_eq!(code, 0, "{err}");
+    let (_, warps) =
+        parse_accel_sim(&std::fs::read_to_string(dir.join("sim/kernel-1.traceg")).unwrap());
+    assert_eq!(warps.len(), 1);
+    let (code, _, err) = cli(
+        &[
+            "run",
+            "--analyze",
+            "--backend",
+            "cpu",
+            "m.wat",
+            "--invoke",
+            "f",
+            "--jobs",
+            "jobs.jsonl",
+            "--vms",
+            "32",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains(&format!("SIMT efficiency {eff:.1}% at width 32")),
+        "{err}"
+    );
+    // Bad input: clear errors, exit 1, no panic.
+    std::fs::write(dir.join("junk.trace"), b"WVSIMT\0\0\x09\0\0\0").unwrap();
+    for args in [
+        &["simt", "analyze", "junk.trace"][..],
+        &["simt", "analyze", "m.wat"],
+        &["simt", "analyze", "missing.trace"],
+        &["simt", "analyze", "t.trace", "--widths", "0"],
+        &[
+            "simt",
+            "accel-sim",
+            "t.trace",
+            "-o",
+            "x",
+            "--interleave",
+            "3",
+        ],
+        &[
+            "simt", "trace", "m.wat", "--invoke", "nope", "-o", "u.trace",
+        ],
+    ] {
+        let (code, _, err) = cli(args, &dir);
+        assert!(code == 1 || code == 2, "{args:?}: {code} {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(!err.trim().is_empty(), "{args:?}");
+    }
+}
