@@ -185,6 +185,43 @@ impl BlockTable {
         Ok(BlockTable { funcs, ids })
     }
 
+    /// Checks that the table is consistent (a trace file's header is user input): ids and
+    /// blocks agree, successors and post-dominators name blocks of their function (or its
+    /// exit), callees exist.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.ids.len() > u32::MAX as usize / 2 {
+            return Err("too many blocks".into());
+        }
+        for (gid, &(f, b)) in self.ids.iter().enumerate() {
+            let fb = self
+                .function(f)
+                .ok_or_else(|| format!("block {gid} names function {f}, which has no blocks"))?;
+            if b as usize >= fb.blocks.len() || fb.first_id as u64 + b as u64 != gid as u64 {
+                return Err(format!("block {gid} is not block {b} of function {f}"));
+            }
+        }
+        for (f, fb) in self.funcs.iter().enumerate() {
+            let Some(fb) = fb else { continue };
+            let exit = fb.exit();
+            if fb.ipdom.len() != fb.blocks.len()
+                || fb.first_id as usize + fb.blocks.len() > self.ids.len()
+            {
+                return Err(format!("function {f}: blocks and post-dominators disagree"));
+            }
+            for (k, b) in fb.blocks.iter().enumerate() {
+                if b.succ.iter().any(|&s| s > exit) || fb.ipdom[k] > exit {
+                    return Err(format!("function {f} block {k}: a successor out of range"));
+                }
+                if let BlockEnd::Call { callee } = b.end {
+                    if callee as usize >= self.funcs.len() {
+                        return Err(format!("function {f} block {k}: calls no function"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The blocks of function `func`, if it has a body.
     pub fn function(&self, func: u32) -> Option<&FunctionBlocks> {
         self.funcs.get(func as usize).and_then(Option::as_ref)

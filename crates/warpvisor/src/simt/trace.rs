@@ -293,6 +293,13 @@ impl Trace {
             .map_err(|_| bad("header cut short"))?;
         let header: TraceHeader = serde_json::from_slice(&header)
             .map_err(|e| SimtError::BadTrace(format!("header: {e}")))?;
+        header
+            .blocks
+            .validate()
+            .map_err(|e| SimtError::BadTrace(format!("block table: {e}")))?;
+        if header.functions.len() != header.blocks.funcs.len() {
+            return Err(bad("function names and block table disagree"));
+        }
         let jobs = read_u64(input)?;
         if jobs > len {
             return Err(bad("more jobs than the file has bytes"));
@@ -389,6 +396,15 @@ mod tests {
             let r = Trace::read(&mut &file[..cut], cut as u64);
             assert!(matches!(r, Err(SimtError::BadTrace(_))), "cut at {cut}");
         }
+        // A header whose block table lies: an error, not a panic later.
+        let mut crafted = trace.clone();
+        if let Some(Some(fb)) = crafted.header.blocks.funcs.get_mut(0) {
+            fb.ipdom.clear();
+        }
+        let mut bytes = Vec::new();
+        crafted.write(&mut bytes).unwrap();
+        let r = Trace::read(&mut bytes.as_slice(), bytes.len() as u64);
+        assert!(matches!(r, Err(SimtError::BadTrace(_))));
         let mut liar = file.clone();
         let n = liar.len();
         liar[n - 8..].copy_from_slice(&u64::MAX.to_le_bytes());
