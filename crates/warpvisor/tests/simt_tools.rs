@@ -251,3 +251,49 @@ fn the_command_line_traces_analyses_writes_accel_sim_and_advises_a_run() {
         assert!(!err.trim().is_empty(), "{args:?}");
     }
 }
+
+#[test]
+fn damaged_trace_files_give_errors_never_panics() {
+    let args: Vec<i32> = (0..8).collect();
+    let (t, _) = trace(NESTED, "f", &args, 8);
+    let mut file = Vec::new();
+    t.write(&mut file).unwrap();
+    // A fixed pseudo-random sequence of byte flips over the whole file (header and records).
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    // The records start after the magic, version, header length, header and job count.
+    let header_len = u64::from_le_bytes(file[12..20].try_into().unwrap()) as usize;
+    let records = 20 + header_len + 8;
+    let (mut read_ok, mut analysed) = (0, 0);
+    for round in 0..300 {
+        let mut damaged = file.clone();
+        // Half the rounds anywhere, half in the records only.
+        let from = if round % 2 == 0 { 0 } else { records };
+        for _ in 0..1 + next() % 4 {
+            let at = from + (next() % (damaged.len() - from) as u64) as usize;
+            damaged[at] ^= 1 << (next() % 8);
+        }
+        let read = std::panic::catch_unwind(|| {
+            warpvisor::simt::Trace::read(&mut damaged.as_slice(), damaged.len() as u64)
+        })
+        .expect("reading a damaged trace panicked");
+        if let Ok(trace) = read {
+            read_ok += 1;
+            let result = std::panic::catch_unwind(|| {
+                warpvisor::simt::analyze(&trace, &warpvisor::simt::AnalysisConfig::default())
+            })
+            .expect("analysing a damaged trace panicked");
+            if result.is_ok() {
+                analysed += 1;
+            }
+        }
+    }
+    // Most flips land in the records: read, then either analysed or refused.
+    assert!(read_ok > 100, "{read_ok}");
+    assert!(analysed < read_ok, "some damage must be caught");
+}
