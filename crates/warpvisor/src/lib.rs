@@ -4,7 +4,8 @@
 //! The pipeline: [`frontend`] (bytes → validated module) → [`analysis`] (call graph, yields,
 //! liveness) → [`codegen`] (kernel source) → [`backend`] (device program) → [`vmm`] (the fleet of
 //! VMs: layout, instantiation, invocation, hypercalls). [`runner`] runs jobs on a fleet or on
-//! wasmtime alike; [`wast`] runs spec-test scripts. [`limits`] lists what warpvisor refuses to
+//! wasmtime alike; [`wast`] runs spec-test scripts; [`simt`] predicts how a fleet would run
+//! on SIMT hardware from traces of its VMs. [`limits`] lists what warpvisor refuses to
 //! translate, and why.
 
 pub mod abi;
