@@ -156,6 +156,35 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// WASI jobs: the lines of `path` (each job's environment after `env`), or without a jobs
+/// file `vms` copies of `args` with `env`.
+pub(super) fn wasi_jobs(
+    path: Option<&Path>,
+    env: &[(String, String)],
+    args: &[String],
+    vms: u32,
+) -> anyhow::Result<Vec<WasiJob>> {
+    let Some(path) = path else {
+        let one = WasiJob {
+            args: args.to_vec(),
+            env: env.to_vec(),
+            stdin: Vec::new(),
+        };
+        return Ok(vec![one; vms as usize]);
+    };
+    read_lines(path)?
+        .into_iter()
+        .map(|(n, line)| {
+            let mut job = program::parse_job(&line)
+                .map_err(|e| anyhow::anyhow!("{} line {n}: {e}", path.display()))?;
+            let mut all = env.to_vec();
+            all.append(&mut job.env);
+            job.env = all;
+            Ok(job)
+        })
+        .collect()
+}
+
 /// The `cpu` backend a `--analyze` sample is traced on.
 fn analysis_backend(args: &RunArgs) -> anyhow::Result<CpuBackend> {
     CpuBackend::new(args.fleet.workers).map_err(|e| {
@@ -222,27 +251,7 @@ pub(super) fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
 fn run_wasi(args: &RunArgs, executor: &mut Executor, bytes: &[u8]) -> anyhow::Result<i32> {
     let env = parse_env(&args.wasi.env)?;
     let preopens = parse_dirs(&args.wasi.dirs)?;
-    let jobs: Vec<WasiJob> = match &args.jobs {
-        Some(path) => read_lines(path)?
-            .into_iter()
-            .map(|(n, line)| {
-                let mut job = program::parse_job(&line)
-                    .map_err(|e| anyhow::anyhow!("{} line {n}: {e}", path.display()))?;
-                let mut all = env.clone();
-                all.append(&mut job.env);
-                job.env = all;
-                Ok(job)
-            })
-            .collect::<anyhow::Result<_>>()?,
-        None => vec![
-            WasiJob {
-                args: args.args.clone(),
-                env: env.clone(),
-                stdin: Vec::new(),
-            };
-            args.vms as usize
-        ],
-    };
+    let jobs = wasi_jobs(args.jobs.as_deref(), &env, &args.args, args.vms)?;
     let name = program_name(&args.module);
     let config = WasiRunConfig {
         fleet: args.fleet.fleet(args.vms),

@@ -5,15 +5,14 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::run::{parse_dirs, parse_env, program_name, read_lines};
+use super::run::{parse_dirs, parse_env, program_name, read_lines, wasi_jobs};
 use super::{errln, read_file, MAX_MEMORY_PAGES, MAX_VMS};
 use warpvisor::backend::cpu::CpuBackend;
 use warpvisor::jobs::{parse_arg, parse_job};
 use warpvisor::simt::tracer::{trace_invoke, trace_wasi, traced_program};
 use warpvisor::simt::{analyze, AnalysisConfig, Cfg, Grouping, Report, Trace};
 use warpvisor::vmm::FleetConfig;
-use warpvisor::wasi::program::{self, WasiRunConfig};
-use warpvisor::wasi::WasiJob;
+use warpvisor::wasi::program::WasiRunConfig;
 
 /// `warpvisor simt` subcommands.
 #[derive(Subcommand)]
@@ -167,27 +166,7 @@ fn trace(args: TraceArgs) -> anyhow::Result<i32> {
         }
         None => {
             let env = parse_env(&args.env)?;
-            let jobs: Vec<WasiJob> = match &args.jobs {
-                Some(path) => read_lines(path)?
-                    .into_iter()
-                    .map(|(n, line)| {
-                        let mut job = program::parse_job(&line)
-                            .map_err(|e| anyhow::anyhow!("{} line {n}: {e}", path.display()))?;
-                        let mut all = env.clone();
-                        all.append(&mut job.env);
-                        job.env = all;
-                        Ok(job)
-                    })
-                    .collect::<anyhow::Result<_>>()?,
-                None => vec![
-                    WasiJob {
-                        args: args.args.clone(),
-                        env: env.clone(),
-                        stdin: Vec::new(),
-                    };
-                    args.vms as usize
-                ],
-            };
+            let jobs = wasi_jobs(args.jobs.as_deref(), &env, &args.args, args.vms)?;
             let config = WasiRunConfig {
                 fleet,
                 program_name: program_name(&args.module),

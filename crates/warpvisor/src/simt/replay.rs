@@ -130,6 +130,21 @@ pub struct WidthResult {
 }
 
 impl WidthResult {
+    /// Nothing replayed yet, at `width`, for a module of `functions` functions.
+    pub(super) fn empty(width: u32, functions: usize) -> WidthResult {
+        WidthResult {
+            width,
+            counts: Counts::default(),
+            warp_mean_efficiency: 0.0,
+            warps: 0,
+            per_function: vec![Counts::default(); functions],
+            memory: BTreeMap::new(),
+            launches: 0,
+            divergence: BTreeMap::new(),
+            idle_elsewhere: 0,
+        }
+    }
+
     /// Eq. 1 over every instruction.
     pub fn efficiency(&self) -> f64 {
         self.counts.efficiency(self.width)
@@ -180,17 +195,7 @@ fn replay_width(
         warps.len(),
         crate::work_queue::default_workers(),
         |w| -> Result<(WidthResult, Counts), SimtError> {
-            let mut part = WidthResult {
-                width,
-                counts: Counts::default(),
-                warp_mean_efficiency: 0.0,
-                warps: 0,
-                per_function: vec![Counts::default(); nfuncs],
-                memory: BTreeMap::new(),
-                launches: 0,
-                divergence: BTreeMap::new(),
-                idle_elsewhere: 0,
-            };
+            let mut part = WidthResult::empty(width, nfuncs);
             let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
             let mut warp = Warp::new(trace, blocks, warps[w], &mut sectors, &mut part)?;
             warp.with_memory = with_memory;
@@ -198,17 +203,7 @@ fn replay_width(
             Ok((part, counts))
         },
     );
-    let mut result = WidthResult {
-        width,
-        counts: Counts::default(),
-        warp_mean_efficiency: 0.0,
-        warps: 0,
-        per_function: vec![Counts::default(); nfuncs],
-        memory: BTreeMap::new(),
-        launches: 0,
-        divergence: BTreeMap::new(),
-        idle_elsewhere: 0,
-    };
+    let mut result = WidthResult::empty(width, nfuncs);
     let mut sum_eff = 0.0;
     for partial in partials {
         let (part, counts) = partial?;

@@ -108,17 +108,7 @@ pub fn issued_blocks(
             "a warp of {width} lanes: at most 64"
         )));
     }
-    let mut part = WidthResult {
-        width,
-        counts: Counts::default(),
-        warp_mean_efficiency: 0.0,
-        warps: 0,
-        per_function: vec![Counts::default(); trace.header.functions.len()],
-        memory: BTreeMap::new(),
-        launches: 0,
-        divergence: BTreeMap::new(),
-        idle_elsewhere: 0,
-    };
+    let mut part = WidthResult::empty(width, trace.header.functions.len());
     let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
     let mut warp = Warp::new(trace, &trace.header.blocks, jobs, &mut sectors, &mut part)?;
     warp.record = Some(Vec::new());
