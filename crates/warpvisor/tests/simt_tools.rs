@@ -266,17 +266,30 @@ fn damaged_trace_files_give_errors_never_panics() {
         x ^= x << 17;
         x
     };
-    // The records start after the magic, version, header length, header and job count.
+    // The jobs start after the magic, version, header length, header and job count; each is
+    // a flag, a word count, a byte count and its records.
     let header_len = u64::from_le_bytes(file[12..20].try_into().unwrap()) as usize;
-    let records = 20 + header_len + 8;
+    let mut records = Vec::new();
+    let mut at = 20 + header_len + 8;
+    while at < file.len() {
+        let size = u64::from_le_bytes(file[at + 9..at + 17].try_into().unwrap()) as usize;
+        records.extend(at + 17..at + 17 + size);
+        at += 17 + size;
+    }
+    assert!(records.len() > 50);
     let (mut read_ok, mut analysed) = (0, 0);
     for round in 0..300 {
         let mut damaged = file.clone();
-        // Half the rounds anywhere, half in the records only.
-        let from = if round % 2 == 0 { 0 } else { records };
+        // Half the rounds any bit anywhere; half a varint's value bits in the records (the
+        // file's word counts still hold, so the damage reaches the analysis).
         for _ in 0..1 + next() % 4 {
-            let at = from + (next() % (damaged.len() - from) as u64) as usize;
-            damaged[at] ^= 1 << (next() % 8);
+            if round % 2 == 0 {
+                let at = (next() % damaged.len() as u64) as usize;
+                damaged[at] ^= 1 << (next() % 8);
+            } else {
+                let at = records[(next() % records.len() as u64) as usize];
+                damaged[at] ^= 1 << (next() % 7);
+            }
         }
         let read = std::panic::catch_unwind(|| {
             warpvisor::simt::Trace::read(&mut damaged.as_slice(), damaged.len() as u64)

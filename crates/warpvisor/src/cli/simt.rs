@@ -55,8 +55,9 @@ pub struct TraceArgs {
     /// Where to write the trace.
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
-    /// Most MiB of trace kept in all, shared equally by the jobs: a job's trace past its
-    /// share is cut (the report says how many were). The trace is held in memory.
+    /// Most MiB of trace records kept in all, counted as 4-byte words and shared equally by
+    /// the jobs: a job's trace past its share is cut (the report says how many were). The
+    /// trace is held in memory and written in its compact form, typically a third of that.
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=65536))]
     max_trace_mib: u32,
     /// Most 64 KiB pages a VM's memory may grow to.
@@ -185,13 +186,14 @@ fn trace(args: TraceArgs) -> anyhow::Result<i32> {
     let mut out = std::io::BufWriter::new(file);
     trace.write(&mut out)?;
     out.flush()?;
-    let words: usize = trace.jobs.iter().map(|j| j.words.len()).sum();
+    let words = trace.total_words();
+    let encoded: usize = trace.jobs.iter().map(|j| j.encoded_len()).sum();
     let truncated = trace.jobs.iter().filter(|j| j.truncated).count();
     errln!(
-        "traced {summary} in {:.3} s after compilation ({:.3} s): {words} words ({:.1} MiB) to {}{}",
+        "traced {summary} in {:.3} s after compilation ({:.3} s): {words} words in {:.1} MiB to {}{}",
         ran.as_secs_f64(),
         compiled.as_secs_f64(),
-        words as f64 * 4.0 / (1 << 20) as f64,
+        encoded as f64 / (1 << 20) as f64,
         args.output.display(),
         if truncated > 0 {
             format!(", {truncated} jobs cut at --max-trace-mib")

@@ -24,12 +24,10 @@ pub fn observed(trace: &Trace) -> Result<BlockTable, SimtError> {
                 .map_or(0, |b| b.mem.iter().map(|m| m.words()).sum())
         })
         .collect();
-    for (job, t) in trace.jobs.iter().enumerate() {
-        let words = &t.words;
-        let mut at = 0usize;
+    for job in 0..trace.jobs.len() {
+        let mut words = trace.words(job);
         let mut prev: Option<u32> = None;
-        while at < words.len() {
-            let id = words[at];
+        while let Some(id) = words.next() {
             let Some((f, b)) = table.locate(id) else {
                 return Err(SimtError::Mismatch {
                     job,
@@ -48,7 +46,9 @@ pub fn observed(trace: &Trace) -> Result<BlockTable, SimtError> {
                 }
             }
             prev = Some(id);
-            at += 1 + skip[id as usize];
+            for _ in 0..skip[id as usize] {
+                words.next();
+            }
         }
     }
     let mut out = table.clone();

@@ -3,6 +3,7 @@
 //!
 //! - [`blocks`]: the basic blocks of each function from WebAssembly's structured control flow,
 //!   with their successors, memory operators and immediate post-dominators;
+//! - [`codec`]: the compact form of a VM's records (varint differences);
 //! - [`trace`]: a traced fleet's records (a kernel built with `KernelOptions::trace` records
 //!   every block a VM enters and every address it accesses) and the versioned trace file;
 //! - [`tracer`]: jobs run on a traced `cpu` fleet;
@@ -16,6 +17,7 @@
 
 pub mod accel_sim;
 pub mod blocks;
+pub mod codec;
 pub mod dcfg;
 pub mod memory;
 pub mod replay;

@@ -6,10 +6,13 @@
 //! [`MemOp::words`]). The words reach the host through the kernel's `wv_host.trace` when the
 //! VM's buffer fills and when it leaves the kernel; [`TraceRecorder`] keeps them per VM.
 //!
+//! The recorder keeps each VM's words in their compact form as they arrive ([`super::codec`]:
+//! varint differences, 1–1.5 bytes a word).
+//!
 //! The file: `WVSIMT\0\0`, a little-endian `u32` version, a `u64` length and that many bytes
 //! of JSON ([`TraceHeader`]: the module's hash, function names, the block table, the fleet's
-//! shape and memory regions), then per job a truncation byte, a `u64` word count and the
-//! words as little-endian `u32`s.
+//! shape and memory regions), then a `u64` job count and per job a truncation byte, a `u64`
+//! word count, a `u64` byte count and the job's compact records.
 
 use std::io::{Read, Write};
 use std::sync::Mutex;
@@ -17,40 +20,86 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use std::sync::Arc;
+
 use super::blocks::{BlockTable, MemOp};
+use super::codec::{self, Cursor, Encoder, TraceShape};
 use super::SimtError;
 use crate::frontend::{ConstExpr, ExportKind, Module, SegmentMode};
 
 /// The trace file's first bytes.
 const MAGIC: &[u8; 8] = b"WVSIMT\0\0";
 /// The trace file's format version.
-pub const TRACE_VERSION: u32 = 1;
+pub const TRACE_VERSION: u32 = 2;
 /// The largest header a reader accepts.
 const MAX_HEADER_BYTES: u64 = 1 << 30;
 
-/// One job's records.
+/// One job's records, in their compact form.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobTrace {
-    /// Block ids and addresses, in the order the VM made them.
-    pub words: Vec<u32>,
+    /// The words, encoded ([`super::codec`]).
+    bytes: Vec<u8>,
+    /// How many words `bytes` holds.
+    words: u64,
     /// The VM recorded more than the recorder kept: the analysis ends this job early.
     pub truncated: bool,
+}
+
+impl JobTrace {
+    /// The records `words` of a trace of `shape`.
+    pub fn from_words(shape: &Arc<TraceShape>, words: &[u32], truncated: bool) -> JobTrace {
+        JobTrace {
+            bytes: codec::encode(shape, words),
+            words: words.len() as u64,
+            truncated,
+        }
+    }
+
+    /// How many words the job recorded (and the recorder kept).
+    pub fn len(&self) -> usize {
+        self.words as usize
+    }
+
+    /// Whether the job recorded nothing.
+    pub fn is_empty(&self) -> bool {
+        self.words == 0
+    }
+
+    /// Bytes its compact form takes.
+    pub fn encoded_len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Its words, in order, read with `shape` (the trace's).
+    pub fn words(&self, shape: &Arc<TraceShape>) -> Cursor<'_> {
+        Cursor::new(&self.bytes, shape.clone())
+    }
+}
+
+/// One VM's records while it runs.
+#[derive(Debug, Default)]
+struct Recording {
+    job: JobTrace,
+    encoder: Option<Encoder>,
 }
 
 /// The records of a traced fleet's VMs, as the kernel hands them over.
 #[derive(Debug)]
 pub struct TraceRecorder {
-    vms: Vec<Mutex<JobTrace>>,
+    vms: Vec<Mutex<Recording>>,
+    shape: Arc<TraceShape>,
     max_words: usize,
 }
 
 impl TraceRecorder {
-    /// A recorder for `num_vms` VMs keeping at most `max_words` words of each.
-    pub fn new(num_vms: u32, max_words: usize) -> TraceRecorder {
+    /// A recorder for `num_vms` VMs running a module whose traces have `shape`, keeping at
+    /// most `max_words` words of each.
+    pub fn new(num_vms: u32, shape: Arc<TraceShape>, max_words: usize) -> TraceRecorder {
         TraceRecorder {
             vms: (0..num_vms)
-                .map(|_| Mutex::new(JobTrace::default()))
+                .map(|_| Mutex::new(Recording::default()))
                 .collect(),
+            shape,
             max_words,
         }
     }
@@ -60,23 +109,31 @@ impl TraceRecorder {
         let Some(slot) = self.vms.get(vm as usize) else {
             return;
         };
-        let mut t = slot.lock().unwrap_or_else(|p| p.into_inner());
-        if t.words.capacity() == 0 {
-            reserve_huge(&mut t.words, self.max_words);
-        }
-        let room = self.max_words.saturating_sub(t.words.len());
+        let mut r = slot.lock().unwrap_or_else(|p| p.into_inner());
+        let r = &mut *r;
+        let encoder = r.encoder.get_or_insert_with(|| {
+            // Typical records take under 2 bytes a word: reserve that much address space.
+            reserve_huge(&mut r.job.bytes, self.max_words.min(1 << 30) * 2);
+            Encoder::new(self.shape.clone())
+        });
+        let room = self.max_words.saturating_sub(r.job.len());
         if words.len() > room {
-            t.truncated = true;
+            r.job.truncated = true;
         }
-        let keep = words.len().min(room);
-        t.words.extend_from_slice(&words[..keep]);
+        let keep = &words[..words.len().min(room)];
+        encoder.encode(keep, &mut r.job.bytes);
+        r.job.words += keep.len() as u64;
     }
 
     /// Every VM's records so far, leaving the recorder empty.
     pub fn take(&self) -> Vec<JobTrace> {
         self.vms
             .iter()
-            .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())))
+            .map(|m| {
+                let mut r = m.lock().unwrap_or_else(|p| p.into_inner());
+                r.encoder = None;
+                std::mem::take(&mut r.job)
+            })
             .collect()
     }
 }
@@ -84,13 +141,13 @@ impl TraceRecorder {
 /// Reserves room for `words` words in `v` (address space only: pages come as they are
 /// written) and asks the kernel for huge pages there: a traced VM's records arrive at
 /// gigabytes per second, and faulting them in 4 KiB at a time costs as much as the tracing.
-fn reserve_huge(v: &mut Vec<u32>, words: usize) {
-    v.reserve_exact(words);
+fn reserve_huge(v: &mut Vec<u8>, bytes: usize) {
+    v.reserve_exact(bytes);
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
         let start = v.as_mut_ptr() as usize;
-        let end = start + v.capacity() * std::mem::size_of::<u32>();
+        let end = start + v.capacity();
         let (a, b) = (start.div_ceil(HUGE) * HUGE, end / HUGE * HUGE);
         if b > a {
             // SAFETY: [a, b) lies inside the vector's own allocation; MADV_HUGEPAGE changes
@@ -241,9 +298,46 @@ pub struct Trace {
     pub header: TraceHeader,
     /// One per job, in job order.
     pub jobs: Vec<JobTrace>,
+    /// How many access words follow each block id (from the header's block table).
+    shape: Arc<TraceShape>,
 }
 
 impl Trace {
+    /// A trace of `jobs` described by `header`.
+    pub fn new(header: TraceHeader, jobs: Vec<JobTrace>) -> Trace {
+        let shape = TraceShape::of(&header.blocks);
+        Trace {
+            header,
+            jobs,
+            shape,
+        }
+    }
+
+    /// How many access words follow each block id: what reads and writes the records.
+    pub fn shape(&self) -> &Arc<TraceShape> {
+        &self.shape
+    }
+
+    /// Job `job`'s words, in order (none past the last job).
+    pub fn words(&self, job: usize) -> Cursor<'_> {
+        match self.jobs.get(job) {
+            Some(j) => j.words(&self.shape),
+            None => Cursor::new(&[], self.shape.clone()),
+        }
+    }
+
+    /// Total words of every job.
+    pub fn total_words(&self) -> u64 {
+        self.jobs.iter().map(|j| j.words).sum()
+    }
+
+    /// Replaces job `job`'s records with `words` (a tool for tests and for cutting traces).
+    pub fn set_words(&mut self, job: usize, words: &[u32]) {
+        if let Some(j) = self.jobs.get_mut(job) {
+            *j = JobTrace::from_words(&self.shape, words, j.truncated);
+        }
+    }
+
     /// Writes the trace file.
     pub fn write(&self, out: &mut impl Write) -> Result<(), SimtError> {
         let header = serde_json::to_vec(&self.header)
@@ -255,12 +349,9 @@ impl Trace {
         out.write_all(&(self.jobs.len() as u64).to_le_bytes())?;
         for job in &self.jobs {
             out.write_all(&[u8::from(job.truncated)])?;
-            out.write_all(&(job.words.len() as u64).to_le_bytes())?;
-            let mut bytes = Vec::with_capacity(job.words.len() * 4);
-            for w in &job.words {
-                bytes.extend_from_slice(&w.to_le_bytes());
-            }
-            out.write_all(&bytes)?;
+            out.write_all(&job.words.to_le_bytes())?;
+            out.write_all(&(job.bytes.len() as u64).to_le_bytes())?;
+            out.write_all(&job.bytes)?;
         }
         Ok(())
     }
@@ -312,26 +403,32 @@ impl Trace {
                 .read_exact(&mut flag)
                 .map_err(|_| SimtError::BadTrace(format!("job {j} cut short")))?;
             let n = read_u64(input)?;
-            left = left.saturating_sub(9);
-            if n.saturating_mul(4) > left {
+            let size = read_u64(input)?;
+            left = left.saturating_sub(17);
+            if size > left {
                 return Err(SimtError::BadTrace(format!(
-                    "job {j} claims {n} words, more than the file holds"
+                    "job {j} claims {size} bytes, more than the file holds"
                 )));
             }
-            left -= n * 4;
-            let mut bytes = vec![0u8; n as usize * 4];
+            left -= size;
+            let mut bytes = vec![0u8; size as usize];
             input
                 .read_exact(&mut bytes)
                 .map_err(|_| SimtError::BadTrace(format!("job {j} cut short")))?;
+            // Every word's encoding ends in exactly one byte below 0x80.
+            let ends = bytes.iter().filter(|&&b| b < 0x80).count() as u64;
+            if ends != n || bytes.last().is_some_and(|&b| b >= 0x80) {
+                return Err(SimtError::BadTrace(format!(
+                    "job {j} claims {n} words but its records hold {ends}"
+                )));
+            }
             out.push(JobTrace {
-                words: bytes
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                    .collect(),
+                bytes,
+                words: n,
                 truncated: flag[0] != 0,
             });
         }
-        Ok(Trace { header, jobs: out })
+        Ok(Trace::new(header, out))
     }
 
     /// Reads the trace file at `path`.
@@ -374,19 +471,15 @@ mod tests {
     fn a_trace_reads_back_as_written_and_damage_is_an_error() {
         let bytes = wat::parse_str("(module (func nop))").unwrap();
         let module = crate::frontend::load(&bytes).unwrap();
-        let trace = Trace {
-            header: TraceHeader::new(&bytes, &module, 2, 1, "f").unwrap(),
-            jobs: vec![
-                JobTrace {
-                    words: vec![0, 1, 2],
-                    truncated: false,
-                },
-                JobTrace {
-                    words: vec![],
-                    truncated: true,
-                },
+        let header = TraceHeader::new(&bytes, &module, 2, 1, "f").unwrap();
+        let shape = TraceShape::of(&header.blocks);
+        let trace = Trace::new(
+            header,
+            vec![
+                JobTrace::from_words(&shape, &[0, 1, 2], false),
+                JobTrace::from_words(&shape, &[], true),
             ],
-        };
+        );
         let mut file = Vec::new();
         trace.write(&mut file).unwrap();
         let back = Trace::read(&mut file.as_slice(), file.len() as u64).unwrap();
@@ -409,20 +502,27 @@ mod tests {
         let n = liar.len();
         liar[n - 8..].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(Trace::read(&mut liar.as_slice(), n as u64).is_err());
+        // A job whose word count disagrees with its records.
+        let mut liar = file.clone();
+        let at = n - 8 - 1 - 8 - 8 - 3 - 8;
+        liar[at..at + 8].copy_from_slice(&4u64.to_le_bytes());
+        let r = Trace::read(&mut liar.as_slice(), n as u64);
+        assert!(matches!(r, Err(SimtError::BadTrace(ref w)) if w.contains("claims 4 words")));
     }
 
     #[test]
     fn the_recorder_keeps_at_most_its_limit_and_says_so() {
-        let r = TraceRecorder::new(2, 4);
+        let shape = Arc::new(TraceShape::default());
+        let r = TraceRecorder::new(2, shape.clone(), 4);
         r.record(0, &[1, 2, 3]);
         r.record(0, &[4, 5]);
         r.record(1, &[9]);
         r.record(7, &[9]);
         let t = r.take();
-        assert_eq!(t[0].words, vec![1, 2, 3, 4]);
+        assert_eq!(t[0].words(&shape).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
         assert!(t[0].truncated);
-        assert_eq!(t[1].words, vec![9]);
+        assert_eq!(t[1].words(&shape).collect::<Vec<_>>(), vec![9]);
         assert!(!t[1].truncated);
-        assert!(r.take()[0].words.is_empty());
+        assert!(r.take()[0].is_empty());
     }
 }

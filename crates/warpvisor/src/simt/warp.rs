@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::blocks::{BlockEnd, BlockTable, FunctionBlocks, MemOp};
+use super::codec::Cursor;
 use super::memory::{LaneAccess, SectorCounter};
 use super::replay::{Counts, MemCounts, WidthResult};
 use super::trace::{Region, Trace};
@@ -22,8 +23,7 @@ enum LaneState {
 struct Lane<'t> {
     job: usize,
     vm: u32,
-    words: &'t [u32],
-    pos: usize,
+    words: Cursor<'t>,
     func: u32,
     /// The callers: (function, block the call returns to).
     frames: Vec<(u32, u32)>,
@@ -32,7 +32,7 @@ struct Lane<'t> {
 
 impl Lane<'_> {
     fn peek(&self) -> Option<u32> {
-        self.words.get(self.pos).copied()
+        self.words.peek()
     }
 }
 
@@ -127,12 +127,10 @@ impl<'t, 'r> Warp<'t, 'r> {
         let vms = trace.header.vms.max(1);
         let mut lanes = Vec::with_capacity(jobs.len());
         for &job in jobs {
-            let words = trace.jobs[job].words.as_slice();
             let mut lane = Lane {
                 job,
                 vm: (job as u64 % vms as u64) as u32,
-                words,
-                pos: 0,
+                words: trace.words(job),
                 func: 0,
                 frames: Vec::new(),
                 state: LaneState::Done,
@@ -347,11 +345,11 @@ impl<'t, 'r> Warp<'t, 'r> {
                         top.func,
                         top.pc,
                         lane.peek(),
-                        lane.pos
+                        lane.words.position()
                     ),
                 ));
             }
-            lane.pos += 1;
+            lane.words.next();
         }
         if let Some(r) = &mut self.record {
             r.push(IssuedBlock {
@@ -445,7 +443,9 @@ impl<'t, 'r> Warp<'t, 'r> {
             let words: usize = mem.iter().map(|m| m.words()).sum();
             for &i in lanes {
                 let lane = &mut self.lanes[i];
-                lane.pos = (lane.pos + words).min(lane.words.len());
+                for _ in 0..words {
+                    lane.words.next();
+                }
             }
             return;
         }
@@ -460,15 +460,18 @@ impl<'t, 'r> Warp<'t, 'r> {
             for &i in lanes {
                 let lane = &mut self.lanes[i];
                 let n = op.words();
-                let Some(w) = lane.words.get(lane.pos..lane.pos + n) else {
+                let mut w = [0u32; 3];
+                let got = w[..n].iter_mut().map_while(|slot| {
+                    *slot = lane.words.next()?;
+                    Some(())
+                });
+                if got.count() < n {
                     // The VM trapped before this access: nothing more of it.
-                    lane.pos = lane.words.len();
                     if let Some(r) = &mut recorded {
                         r.push(None);
                     }
                     continue;
-                };
-                lane.pos += n;
+                }
                 let vm = lane.vm;
                 if let Some(r) = &mut recorded {
                     r.push(Some((vm, w[0])));
