@@ -102,6 +102,14 @@ build_c() {
         chmod 0644 "$out/c-$name.wasm"
         echo "  wasm/c-$name.wasm"
     done
+    # With DWARF and names (not stripped): `warpvisor simt`'s source-line report reads them.
+    for src in "$here"/c/debug/*.c; do
+        name="$(basename "$src" .c)"
+        "$cc" --target=wasm32-wasi -O1 -g -Wall -Wextra -fuse-ld=lld -fdebug-prefix-map="$here"=guests \
+            -o "$out/c-debug-$name.wasm" "$src"
+        chmod 0644 "$out/c-debug-$name.wasm"
+        echo "  wasm/c-debug-$name.wasm"
+    done
 }
 
 case "$what" in

@@ -310,3 +310,127 @@ fn damaged_trace_files_give_errors_never_panics() {
     assert!(read_ok > 100, "{read_ok}");
     assert!(analysed < read_ok, "some damage must be caught");
 }
+
+/// The line of `guests/c/debug/collatz.c` whose text contains `marker`.
+fn collatz_line(marker: &str) -> String {
+    let src = include_str!("../../../guests/c/debug/collatz.c");
+    let n = src
+        .lines()
+        .position(|l| l.contains(marker))
+        .expect("marker in collatz.c");
+    format!("collatz.c:{}", n + 1)
+}
+
+#[test]
+fn the_report_names_the_source_lines_that_lose_the_most_from_dwarf() {
+    use warpvisor::simt::tracer::{trace_wasi, traced_program};
+    use warpvisor::vmm::FleetConfig;
+    use warpvisor::wasi::program::WasiRunConfig;
+    use warpvisor::wasi::WasiJob;
+
+    let binary = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../guests/wasm/c-debug-collatz.wasm"
+    ))
+    .unwrap();
+    let program = traced_program(&binary, common::cpu().as_ref(), 0).unwrap();
+    // Start values whose Collatz walks differ in length: the lanes leave the loop apart.
+    let jobs: Vec<WasiJob> = (0..32)
+        .map(|v| WasiJob {
+            args: vec![(v * 37 + 1).to_string()],
+            env: vec![],
+            stdin: vec![],
+        })
+        .collect();
+    let config = WasiRunConfig {
+        fleet: FleetConfig {
+            num_vms: 32,
+            ..FleetConfig::default()
+        },
+        program_name: "collatz".into(),
+        preopens: vec![],
+        allow_unknown_imports: false,
+    };
+    let (results, t) = trace_wasi(&binary, program, &config, &jobs, 1 << 20).unwrap();
+    let trace_of = t;
+    assert!(results.iter().all(|r| r.exit_code == 0 && r.trap.is_none()));
+    let source = trace_of
+        .header
+        .source
+        .as_ref()
+        .expect("the module has DWARF");
+    assert!(source.files.iter().any(|f| f.ends_with("collatz.c")));
+    let config = warpvisor::simt::AnalysisConfig::default();
+    let results = warpvisor::simt::analyze(&trace_of, &config).unwrap();
+    let report = warpvisor::simt::Report::new(&trace_of, config.grouping, &results);
+    // The loop body loses the most, then the loop's test and its counter; the costliest
+    // divergent branch is the loop's exit test.
+    let worst = report.worst_lines(3);
+    assert!(
+        worst[0]
+            .location
+            .ends_with(&collatz_line("the divergent body")),
+        "{worst:?}"
+    );
+    assert!(
+        worst.iter().all(|l| l.location.contains("collatz.c")),
+        "{worst:?}"
+    );
+    assert!(worst[0].efficiency < 0.6, "{worst:?}");
+    let branch = &report.branches[0];
+    assert!(branch.idle_share > 0.9, "{branch:?}");
+    assert_eq!(
+        branch
+            .source
+            .as_deref()
+            .map(|s| s.ends_with(&collatz_line("the divergent loop"))),
+        Some(true),
+        "{branch:?}"
+    );
+    let md = report.markdown();
+    assert!(md.contains("## Source lines") && md.contains(&collatz_line("the divergent body")));
+    // The trace file keeps the lines.
+    let mut file = Vec::new();
+    trace_of.write(&mut file).unwrap();
+    let back = warpvisor::simt::Trace::read(&mut file.as_slice(), file.len() as u64).unwrap();
+    assert_eq!(back.header.source.as_ref(), Some(source));
+
+    // Without DWARF there are no lines, and nothing else changes.
+    let (plain, _) = trace(IF_ELSE, "f", &[1, 2], 2);
+    assert!(plain.header.source.is_none());
+    let r = warpvisor::simt::analyze(&plain, &config).unwrap();
+    let report = warpvisor::simt::Report::new(&plain, config.grouping, &r);
+    assert!(report.lines.is_empty() && !report.markdown().contains("## Source lines"));
+}
+
+#[test]
+fn damaged_debug_sections_give_no_lines_never_a_panic() {
+    let binary = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../guests/wasm/c-debug-collatz.wasm"
+    ))
+    .unwrap();
+    let module = warpvisor::frontend::load(&binary).unwrap();
+    let table = warpvisor::simt::BlockTable::of(&module).unwrap();
+    assert!(warpvisor::simt::source::SourceLines::of(&binary, &table).is_some());
+    let at = binary
+        .windows(11)
+        .position(|w| w == b".debug_line")
+        .expect("a .debug_line section")
+        + 11;
+    let mut x: u32 = 12345;
+    for round in 0..200 {
+        let mut damaged = binary.clone();
+        for _ in 0..1 + round % 8 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let k = at + (x as usize >> 8) % 400;
+            damaged[k] ^= 1 << (x % 8);
+        }
+        let lines =
+            std::panic::catch_unwind(|| warpvisor::simt::source::SourceLines::of(&damaged, &table))
+                .expect("damaged DWARF panicked");
+        if let Some(lines) = lines {
+            assert_eq!(lines.blocks.len(), table.ids.len());
+        }
+    }
+}

@@ -208,8 +208,13 @@ fn apply_analysis(report: &Report, executor: &mut Executor, interleave_given: bo
         w.launches_per_warp
     );
     if let Some(f) = report.worst(1).first() {
+        // With DWARF, the line too.
+        let line = report
+            .worst_lines(1)
+            .first()
+            .map_or(String::new(), |l| format!(", worst at {}", l.location));
         let message = format!(
-            "`{}` leaves the most lanes idle ({:.1}% efficient, {:.1}% of issued instructions)",
+            "`{}` leaves the most lanes idle ({:.1}% efficient, {:.1}% of issued instructions{line})",
             f.name,
             100.0 * f.efficiency,
             100.0 * f.issued_share

@@ -261,7 +261,9 @@ fn ends_block(op: &Operator<'_>) -> bool {
 }
 
 /// Operators that are structure, not work.
-fn is_marker(op: &Operator<'_>) -> bool {
+/// Whether `op` only marks structure (`block`, `loop`, `end`, `else`, `nop`): not an
+/// instruction.
+pub(super) fn is_marker(op: &Operator<'_>) -> bool {
     use Operator as O;
     matches!(
         op,

@@ -12,6 +12,7 @@
 //!   stack that reconverges at immediate post-dominators, hypercalls as relaunch points;
 //! - [`memory`]: a warp's accesses merged into 32-byte sectors through the fleet's real
 //!   interleaved layout;
+//! - [`source`]: source lines of the blocks' instructions (DWARF), for the report;
 //! - [`report`]: the numbers, as Markdown and JSON;
 //! - [`sass`] and [`accel_sim`]: the warps' instruction streams as Accel-Sim traces.
 
@@ -23,6 +24,7 @@ pub mod memory;
 pub mod replay;
 pub mod report;
 pub mod sass;
+pub mod source;
 pub mod trace;
 pub mod tracer;
 mod warp;

@@ -117,6 +117,8 @@ pub struct WidthResult {
     pub warps: u64,
     /// Per function (index = function index), excluding its callees.
     pub per_function: Vec<Counts>,
+    /// Per global block id, when the trace has source lines to charge them to (else empty).
+    pub per_block: Vec<Counts>,
     /// Per region: stack, data, heap (counted at the widest width analysed; empty at others).
     pub memory: BTreeMap<Region, MemCounts>,
     /// Launches per warp summed: 1 per warp, plus one per relaunch after hypercalls.
@@ -130,14 +132,21 @@ pub struct WidthResult {
 }
 
 impl WidthResult {
-    /// Nothing replayed yet, at `width`, for a module of `functions` functions.
-    pub(super) fn empty(width: u32, functions: usize) -> WidthResult {
+    /// Nothing replayed yet, at `width`, for `trace`'s module (counts per block only where
+    /// the trace has source lines).
+    pub(super) fn empty(width: u32, trace: &Trace) -> WidthResult {
+        let blocks = if trace.header.source.is_some() {
+            trace.header.blocks.ids.len()
+        } else {
+            0
+        };
         WidthResult {
             width,
             counts: Counts::default(),
             warp_mean_efficiency: 0.0,
             warps: 0,
-            per_function: vec![Counts::default(); functions],
+            per_function: vec![Counts::default(); trace.header.functions.len()],
+            per_block: vec![Counts::default(); blocks],
             memory: BTreeMap::new(),
             launches: 0,
             divergence: BTreeMap::new(),
@@ -188,14 +197,13 @@ fn replay_width(
     width: u32,
     with_memory: bool,
 ) -> Result<WidthResult, SimtError> {
-    let nfuncs = trace.header.functions.len();
     let warps: Vec<&[usize]> = order.chunks(width as usize).collect();
     // Warps are independent: replayed in parallel, each into its own partial result.
     let partials = crate::work_queue::map_indexed(
         warps.len(),
         crate::work_queue::default_workers(),
         |w| -> Result<(WidthResult, Counts), SimtError> {
-            let mut part = WidthResult::empty(width, nfuncs);
+            let mut part = WidthResult::empty(width, trace);
             let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
             let mut warp = Warp::new(trace, blocks, warps[w], &mut sectors, &mut part)?;
             warp.with_memory = with_memory;
@@ -203,7 +211,7 @@ fn replay_width(
             Ok((part, counts))
         },
     );
-    let mut result = WidthResult::empty(width, nfuncs);
+    let mut result = WidthResult::empty(width, trace);
     let mut sum_eff = 0.0;
     for partial in partials {
         let (part, counts) = partial?;
@@ -218,6 +226,9 @@ fn replay_width(
             *result.divergence.entry(origin).or_default() += idle;
         }
         for (total, add) in result.per_function.iter_mut().zip(&part.per_function) {
+            total.add(*add);
+        }
+        for (total, add) in result.per_block.iter_mut().zip(&part.per_block) {
             total.add(*add);
         }
         for (region, m) in part.memory {

@@ -56,6 +56,24 @@ pub struct BranchRow {
     pub reconverges_at: Option<u32>,
     /// Its share of every idle lane slot.
     pub idle_share: f64,
+    /// The source line of the branch (its block's last instruction), when the module has
+    /// DWARF.
+    pub source: Option<String>,
+}
+
+/// A source line at the widest width (from the module's DWARF), its instructions only.
+#[derive(Debug, Clone, Serialize)]
+pub struct LineRow {
+    /// `file:line`.
+    pub location: String,
+    /// The function its instructions are in (the first, where inlining spread it).
+    pub function: String,
+    /// Eq. 1 over its instructions.
+    pub efficiency: f64,
+    /// Its share of the instructions the warps issued.
+    pub issued_share: f64,
+    /// Lane slots it leaves idle: issued × width − executed.
+    pub idle_lanes: u64,
 }
 
 /// Memory of one region at the widest width.
@@ -88,6 +106,9 @@ pub struct Report {
     pub detail_width: u32,
     /// Functions that issued instructions, most idle lanes first.
     pub functions: Vec<FunctionRow>,
+    /// The source lines that leave the most lanes idle, most first (at most ten; none when
+    /// the module has no DWARF line information).
+    pub lines: Vec<LineRow>,
     /// The divergent branches that left the most lanes idle, most first (at most ten).
     pub branches: Vec<BranchRow>,
     /// The share of idle lane slots of lanes that had finished, waited at a hypercall or
@@ -163,6 +184,10 @@ impl Report {
                     block,
                     reconverges_at,
                     idle_share: cost as f64 / idle,
+                    source: trace.header.source.as_ref().and_then(|src| {
+                        let (line, _) = src.blocks.get(origin as usize)?.last()?;
+                        Some(src.describe(*line))
+                    }),
                 });
             }
             for (region, m) in &r.memory {
@@ -177,6 +202,7 @@ impl Report {
                 });
             }
         }
+        let lines = detail.map_or_else(Vec::new, |r| line_rows(trace, r));
         let best = (0..3).min_by_key(|&k| (total_sectors[k], k)).unwrap_or(0);
         Report {
             jobs: trace.jobs.len(),
@@ -187,12 +213,18 @@ impl Report {
             widths,
             detail_width,
             functions,
+            lines,
             branches,
             idle_elsewhere_share,
             memory,
             sectors_per_instruction: per(total_sectors, total_instructions),
             recommended_interleave: INTERLEAVES[best],
         }
+    }
+
+    /// The worst `n` source lines (most idle lane slots; none without DWARF).
+    pub fn worst_lines(&self, n: usize) -> &[LineRow] {
+        &self.lines[..n.min(self.lines.len())]
     }
 
     /// The worst `n` functions (most idle lane slots).
@@ -259,16 +291,39 @@ impl Report {
                 f.idle_lanes
             );
         }
+        if !self.lines.is_empty() {
+            let _ = writeln!(
+                s,
+                "\n## Source lines at width {} (DWARF; most idle lanes first)\n",
+                self.detail_width
+            );
+            s.push_str("| line | function | efficiency | share of issued | idle lane slots |\n");
+            s.push_str("|---|---|---:|---:|---:|\n");
+            for l in &self.lines {
+                let _ = writeln!(
+                    s,
+                    "| `{}` | `{}` | {:.1}% | {:.1}% | {} |",
+                    l.location.replace('|', "\\|"),
+                    l.function.replace('|', "\\|"),
+                    100.0 * l.efficiency,
+                    100.0 * l.issued_share,
+                    l.idle_lanes
+                );
+            }
+        }
         let _ = writeln!(
             s,
             "\n## Divergent branches at width {} (their share of idle lane slots)\n",
             self.detail_width
         );
-        s.push_str("| function | branch block | reconverges at block | idle share |\n");
-        s.push_str("|---|---:|---:|---:|\n");
+        let with_source = self.branches.iter().any(|b| b.source.is_some());
+        s.push_str("| function | branch block | reconverges at block | idle share |");
+        s.push_str(if with_source { " line |\n" } else { "\n" });
+        s.push_str("|---|---:|---:|---:|");
+        s.push_str(if with_source { "---|\n" } else { "\n" });
         for b in &self.branches {
             let at = |x: Option<u32>| x.map_or("-".to_string(), |v| v.to_string());
-            let _ = writeln!(
+            let _ = write!(
                 s,
                 "| `{}` ({}) | {} | {} | {:.1}% |",
                 b.function.replace('|', "\\|"),
@@ -277,11 +332,16 @@ impl Report {
                 at(b.reconverges_at),
                 100.0 * b.idle_share
             );
+            if with_source {
+                let _ = write!(s, " `{}` |", b.source.as_deref().unwrap_or("-"));
+            }
+            s.push('\n');
         }
         let _ = writeln!(
             s,
-            "| lanes finished, at a hypercall, or missing | | | {:.1}% |",
-            100.0 * self.idle_elsewhere_share
+            "| lanes finished, at a hypercall, or missing | | | {:.1}% |{}",
+            100.0 * self.idle_elsewhere_share,
+            if with_source { " |" } else { "" }
         );
         let _ = writeln!(
             s,
@@ -369,4 +429,54 @@ fn xml_escape(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+/// The source lines that leave the most lanes idle in `r` (at most ten).
+fn line_rows(trace: &Trace, r: &WidthResult) -> Vec<LineRow> {
+    let Some(src) = &trace.header.source else {
+        return Vec::new();
+    };
+    let table = &trace.header.blocks;
+    // Per line: (issued, executed, the first function charged).
+    let mut per_line: std::collections::HashMap<u32, (u64, u64, u32)> = Default::default();
+    for (id, c) in r.per_block.iter().enumerate() {
+        let (Some(block), Some(runs)) = (table.block(id as u32), src.blocks.get(id)) else {
+            continue;
+        };
+        if c.lockstep == 0 || block.instructions == 0 {
+            continue;
+        }
+        // Every instruction of a block issues as often, with as many lanes.
+        let n = u64::from(block.instructions);
+        let (issues, lanes) = (c.lockstep / n, c.thread / n);
+        let func = table.locate(id as u32).map_or(0, |(f, _)| f);
+        for &(line, count) in runs {
+            let e = per_line.entry(line).or_insert((0, 0, func));
+            e.0 += issues * u64::from(count);
+            e.1 += lanes * u64::from(count);
+        }
+    }
+    let issued = r.counts.lockstep.max(1) as f64;
+    let width = u64::from(r.width);
+    let mut rows: Vec<(u64, u32, LineRow)> = per_line
+        .into_iter()
+        .map(|(line, (lockstep, thread, func))| {
+            let idle = (lockstep * width).saturating_sub(thread);
+            let row = LineRow {
+                location: src.describe(line),
+                function: trace
+                    .header
+                    .functions
+                    .get(func as usize)
+                    .cloned()
+                    .unwrap_or_default(),
+                efficiency: thread as f64 / (lockstep * width).max(1) as f64,
+                issued_share: lockstep as f64 / issued,
+                idle_lanes: idle,
+            };
+            (idle, line, row)
+        })
+        .collect();
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    rows.into_iter().take(10).map(|(_, _, row)| row).collect()
 }

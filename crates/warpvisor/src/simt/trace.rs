@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use super::blocks::{BlockTable, MemOp};
 use super::codec::{self, Cursor, Encoder, TraceShape};
+use super::source::SourceLines;
 use super::SimtError;
 use crate::frontend::{ConstExpr, ExportKind, Module, SegmentMode};
 
@@ -261,6 +262,9 @@ pub struct TraceHeader {
     pub regions: MemoryRegions,
     /// What ran: `_start` of a WASI program, or the invoked export.
     pub entry: String,
+    /// The source lines of the blocks' instructions, when the module carries DWARF.
+    #[serde(default)]
+    pub source: Option<SourceLines>,
 }
 
 impl TraceHeader {
@@ -272,13 +276,15 @@ impl TraceHeader {
         max_pages: u32,
         entry: &str,
     ) -> Result<TraceHeader, SimtError> {
+        let blocks = BlockTable::of(module)?;
         Ok(TraceHeader {
             version: TRACE_VERSION,
             module_sha256: hex(&Sha256::digest(binary)),
             functions: (0..module.funcs.len() as u32)
                 .map(|f| module.func_display_name(f))
                 .collect(),
-            blocks: BlockTable::of(module)?,
+            source: SourceLines::of(binary, &blocks),
+            blocks,
             vms,
             max_pages,
             regions: MemoryRegions::of(module),

@@ -108,7 +108,7 @@ pub fn issued_blocks(
             "a warp of {width} lanes: at most 64"
         )));
     }
-    let mut part = WidthResult::empty(width, trace.header.functions.len());
+    let mut part = WidthResult::empty(width, trace);
     let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
     let mut warp = Warp::new(trace, &trace.header.blocks, jobs, &mut sectors, &mut part)?;
     warp.record = Some(Vec::new());
@@ -317,6 +317,9 @@ impl<'t, 'r> Warp<'t, 'r> {
         };
         self.counts.add(issued);
         if let Some(c) = self.result.per_function.get_mut(top.func as usize) {
+            c.add(issued);
+        }
+        if let Some(c) = self.result.per_block.get_mut(id as usize) {
             c.add(issued);
         }
         // Idle lane slots: lanes waiting in other entries wait for this entry's divergence;
