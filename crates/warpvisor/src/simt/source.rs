@@ -130,7 +130,7 @@ impl<'a> CodeOffsets<'a> {
                     while !reader.eof() {
                         let at = reader.original_position();
                         let op = reader.read().ok()?;
-                        ops.push(((at as u64).checked_sub(code_start)?, is_marker(&op)));
+                        ops.push((at.checked_sub(code_start)?, is_marker(&op)));
                     }
                     out.funcs.push(ops);
                 }
