@@ -460,15 +460,12 @@ fn the_function_report_excludes_callees_and_names_the_worst() {
 fn a_trace_that_does_not_follow_the_control_flow_is_an_error() {
     let (mut t, _) = trace(IF_ELSE, "f", &[1, 2], 2);
     // Job 0 took block 1; claim it took block 3 straight from block 0.
-    let mut words: Vec<u32> = t.words(0).collect();
-    words[1] = 3;
-    t.set_words(0, &words);
+    t.jobs[0].words[1] = 3;
     match analyze(&t, &AnalysisConfig::default()) {
         Err(SimtError::Mismatch { job: 0, .. }) => {}
         other => panic!("{other:?}"),
     }
-    words[1] = 99_999;
-    t.set_words(0, &words);
+    t.jobs[0].words[1] = 99_999;
     assert!(analyze(&t, &AnalysisConfig::default()).is_err());
     let bad = AnalysisConfig {
         widths: vec![65],
@@ -500,13 +497,11 @@ fn tracing_leaves_results_unchanged_and_cuts_long_traces_where_told() {
     assert_eq!(full.jobs.len(), 8);
     assert!(full.jobs.iter().all(|j| !j.truncated));
     let (_, cut) = trace_invoke(&binary, p, "f", config, &jobs, 10).unwrap();
-    for (j, (c, f)) in cut.jobs.iter().zip(&full.jobs).enumerate() {
-        let (cw, fw): (Vec<u32>, Vec<u32>) = (cut.words(j).collect(), full.words(j).collect());
-        assert_eq!(fw.len(), f.len());
-        if f.len() > 10 {
-            assert!(c.truncated && cw[..] == fw[..10]);
+    for (c, f) in cut.jobs.iter().zip(&full.jobs) {
+        if f.words.len() > 10 {
+            assert!(c.truncated && c.words[..] == f.words[..10]);
         } else {
-            assert!(!c.truncated && cw == fw);
+            assert!(!c.truncated && c.words == f.words);
         }
     }
     assert!(cut.jobs.iter().filter(|j| j.truncated).count() >= 6);
@@ -535,8 +530,8 @@ fn a_trap_in_the_middle_of_a_block_keeps_the_trace_consistent() {
     assert!(matches!(out[1], Outcome::Trapped(_)));
     assert_eq!(out[2], Outcome::Returned(vec![Value::I32(0)]));
     // A trapping lane keeps its block's id, not the block's accesses.
-    assert_eq!(t.jobs[1].len(), 1);
-    assert_eq!(t.jobs[2].len(), 3);
+    assert_eq!(t.jobs[1].words.len(), 1);
+    assert_eq!(t.jobs[2].words.len(), 3);
     let r = &replay(&t, &[32])[0];
     assert_eq!(counts(r), (9, 9 * 32));
     let accesses: u64 = r.memory.values().map(|m| m.accesses).sum();

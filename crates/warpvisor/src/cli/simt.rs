@@ -57,7 +57,7 @@ pub struct TraceArgs {
     output: PathBuf,
     /// Most MiB of trace records kept in all, counted as 4-byte words and shared equally by
     /// the jobs: a job's trace past its share is cut (the report says how many were). The
-    /// trace is held in memory and written in its compact form, typically a third of that.
+    /// trace is held in memory as words and written in a compact form (1–1.5 bytes a word).
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=65536))]
     max_trace_mib: u32,
     /// Most 64 KiB pages a VM's memory may grow to.
@@ -186,15 +186,18 @@ fn trace(args: TraceArgs) -> anyhow::Result<i32> {
     let mut out = std::io::BufWriter::new(file);
     trace.write(&mut out)?;
     out.flush()?;
+    let size = out.get_ref().metadata().map_or(0, |m| m.len());
+    let written = start.elapsed() - ran;
     let words = trace.total_words();
-    let encoded: usize = trace.jobs.iter().map(|j| j.encoded_len()).sum();
     let truncated = trace.jobs.iter().filter(|j| j.truncated).count();
     errln!(
-        "traced {summary} in {:.3} s after compilation ({:.3} s): {words} words in {:.1} MiB to {}{}",
+        "traced {summary} in {:.3} s after compilation ({:.3} s): {words} words; wrote {:.1} MiB \
+         to {} in {:.3} s{}",
         ran.as_secs_f64(),
         compiled.as_secs_f64(),
-        encoded as f64 / (1 << 20) as f64,
+        size as f64 / (1 << 20) as f64,
         args.output.display(),
+        written.as_secs_f64(),
         if truncated > 0 {
             format!(", {truncated} jobs cut at --max-trace-mib")
         } else {

@@ -24,10 +24,12 @@ pub fn observed(trace: &Trace) -> Result<BlockTable, SimtError> {
                 .map_or(0, |b| b.mem.iter().map(|m| m.words()).sum())
         })
         .collect();
-    for job in 0..trace.jobs.len() {
-        let mut words = trace.words(job);
+    for (job, t) in trace.jobs.iter().enumerate() {
+        let words = &t.words;
+        let mut at = 0usize;
         let mut prev: Option<u32> = None;
-        while let Some(id) = words.next() {
+        while at < words.len() {
+            let id = words[at];
             let Some((f, b)) = table.locate(id) else {
                 return Err(SimtError::Mismatch {
                     job,
@@ -46,9 +48,7 @@ pub fn observed(trace: &Trace) -> Result<BlockTable, SimtError> {
                 }
             }
             prev = Some(id);
-            for _ in 0..skip[id as usize] {
-                words.next();
-            }
+            at += 1 + skip[id as usize];
         }
     }
     let mut out = table.clone();

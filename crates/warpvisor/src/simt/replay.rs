@@ -164,7 +164,7 @@ impl WidthResult {
 pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Result<Vec<WidthResult>, SimtError> {
     let mut order: Vec<usize> = (0..trace.jobs.len()).collect();
     if config.grouping == Grouping::Similar {
-        order.sort_by_key(|&j| (trace.jobs[j].len(), j));
+        order.sort_by_key(|&j| (trace.jobs[j].words.len(), j));
     }
     let dynamic;
     let blocks = match config.cfg {

@@ -6,13 +6,11 @@
 //! [`MemOp::words`]). The words reach the host through the kernel's `wv_host.trace` when the
 //! VM's buffer fills and when it leaves the kernel; [`TraceRecorder`] keeps them per VM.
 //!
-//! The recorder keeps each VM's words in their compact form as they arrive ([`super::codec`]:
-//! varint differences, 1–1.5 bytes a word).
-//!
 //! The file: `WVSIMT\0\0`, a little-endian `u32` version, a `u64` length and that many bytes
-//! of JSON ([`TraceHeader`]: the module's hash, function names, the block table, the fleet's
-//! shape and memory regions), then a `u64` job count and per job a truncation byte, a `u64`
-//! word count, a `u64` byte count and the job's compact records.
+//! of JSON ([`TraceHeader`]: the module's hash, function names, the block table, source
+//! lines, the fleet's shape and memory regions), then a `u64` job count and per job a
+//! truncation byte, a `u64` word count, a `u64` byte count and the job's words in their
+//! compact form ([`super::codec`]: varint differences, 1–1.5 bytes a word).
 
 use std::io::{Read, Write};
 use std::sync::Mutex;
@@ -20,10 +18,8 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use std::sync::Arc;
-
 use super::blocks::{BlockTable, MemOp};
-use super::codec::{self, Cursor, Encoder, TraceShape};
+use super::codec::{self, TraceShape};
 use super::source::SourceLines;
 use super::SimtError;
 use crate::frontend::{ConstExpr, ExportKind, Module, SegmentMode};
@@ -35,72 +31,29 @@ pub const TRACE_VERSION: u32 = 2;
 /// The largest header a reader accepts.
 const MAX_HEADER_BYTES: u64 = 1 << 30;
 
-/// One job's records, in their compact form.
+/// One job's records.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobTrace {
-    /// The words, encoded ([`super::codec`]).
-    bytes: Vec<u8>,
-    /// How many words `bytes` holds.
-    words: u64,
+    /// Block ids and addresses, in the order the VM made them.
+    pub words: Vec<u32>,
     /// The VM recorded more than the recorder kept: the analysis ends this job early.
     pub truncated: bool,
-}
-
-impl JobTrace {
-    /// The records `words` of a trace of `shape`.
-    pub fn from_words(shape: &Arc<TraceShape>, words: &[u32], truncated: bool) -> JobTrace {
-        JobTrace {
-            bytes: codec::encode(shape, words),
-            words: words.len() as u64,
-            truncated,
-        }
-    }
-
-    /// How many words the job recorded (and the recorder kept).
-    pub fn len(&self) -> usize {
-        self.words as usize
-    }
-
-    /// Whether the job recorded nothing.
-    pub fn is_empty(&self) -> bool {
-        self.words == 0
-    }
-
-    /// Bytes its compact form takes.
-    pub fn encoded_len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Its words, in order, read with `shape` (the trace's).
-    pub fn words(&self, shape: &Arc<TraceShape>) -> Cursor<'_> {
-        Cursor::new(&self.bytes, shape.clone())
-    }
-}
-
-/// One VM's records while it runs.
-#[derive(Debug, Default)]
-struct Recording {
-    job: JobTrace,
-    encoder: Option<Encoder>,
 }
 
 /// The records of a traced fleet's VMs, as the kernel hands them over.
 #[derive(Debug)]
 pub struct TraceRecorder {
-    vms: Vec<Mutex<Recording>>,
-    shape: Arc<TraceShape>,
+    vms: Vec<Mutex<JobTrace>>,
     max_words: usize,
 }
 
 impl TraceRecorder {
-    /// A recorder for `num_vms` VMs running a module whose traces have `shape`, keeping at
-    /// most `max_words` words of each.
-    pub fn new(num_vms: u32, shape: Arc<TraceShape>, max_words: usize) -> TraceRecorder {
+    /// A recorder for `num_vms` VMs keeping at most `max_words` words of each.
+    pub fn new(num_vms: u32, max_words: usize) -> TraceRecorder {
         TraceRecorder {
             vms: (0..num_vms)
-                .map(|_| Mutex::new(Recording::default()))
+                .map(|_| Mutex::new(JobTrace::default()))
                 .collect(),
-            shape,
             max_words,
         }
     }
@@ -110,31 +63,23 @@ impl TraceRecorder {
         let Some(slot) = self.vms.get(vm as usize) else {
             return;
         };
-        let mut r = slot.lock().unwrap_or_else(|p| p.into_inner());
-        let r = &mut *r;
-        let encoder = r.encoder.get_or_insert_with(|| {
-            // Typical records take under 2 bytes a word: reserve that much address space.
-            reserve_huge(&mut r.job.bytes, self.max_words.min(1 << 30) * 2);
-            Encoder::new(self.shape.clone())
-        });
-        let room = self.max_words.saturating_sub(r.job.len());
-        if words.len() > room {
-            r.job.truncated = true;
+        let mut t = slot.lock().unwrap_or_else(|p| p.into_inner());
+        if t.words.capacity() == 0 {
+            reserve_huge(&mut t.words, self.max_words);
         }
-        let keep = &words[..words.len().min(room)];
-        encoder.encode(keep, &mut r.job.bytes);
-        r.job.words += keep.len() as u64;
+        let room = self.max_words.saturating_sub(t.words.len());
+        if words.len() > room {
+            t.truncated = true;
+        }
+        let keep = words.len().min(room);
+        t.words.extend_from_slice(&words[..keep]);
     }
 
     /// Every VM's records so far, leaving the recorder empty.
     pub fn take(&self) -> Vec<JobTrace> {
         self.vms
             .iter()
-            .map(|m| {
-                let mut r = m.lock().unwrap_or_else(|p| p.into_inner());
-                r.encoder = None;
-                std::mem::take(&mut r.job)
-            })
+            .map(|m| std::mem::take(&mut *m.lock().unwrap_or_else(|p| p.into_inner())))
             .collect()
     }
 }
@@ -142,13 +87,13 @@ impl TraceRecorder {
 /// Reserves room for `words` words in `v` (address space only: pages come as they are
 /// written) and asks the kernel for huge pages there: a traced VM's records arrive at
 /// gigabytes per second, and faulting them in 4 KiB at a time costs as much as the tracing.
-fn reserve_huge(v: &mut Vec<u8>, bytes: usize) {
-    v.reserve_exact(bytes);
+fn reserve_huge(v: &mut Vec<u32>, words: usize) {
+    v.reserve_exact(words);
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
         let start = v.as_mut_ptr() as usize;
-        let end = start + v.capacity();
+        let end = start + v.capacity() * std::mem::size_of::<u32>();
         let (a, b) = (start.div_ceil(HUGE) * HUGE, end / HUGE * HUGE);
         if b > a {
             // SAFETY: [a, b) lies inside the vector's own allocation; MADV_HUGEPAGE changes
@@ -304,44 +249,12 @@ pub struct Trace {
     pub header: TraceHeader,
     /// One per job, in job order.
     pub jobs: Vec<JobTrace>,
-    /// How many access words follow each block id (from the header's block table).
-    shape: Arc<TraceShape>,
 }
 
 impl Trace {
-    /// A trace of `jobs` described by `header`.
-    pub fn new(header: TraceHeader, jobs: Vec<JobTrace>) -> Trace {
-        let shape = TraceShape::of(&header.blocks);
-        Trace {
-            header,
-            jobs,
-            shape,
-        }
-    }
-
-    /// How many access words follow each block id: what reads and writes the records.
-    pub fn shape(&self) -> &Arc<TraceShape> {
-        &self.shape
-    }
-
-    /// Job `job`'s words, in order (none past the last job).
-    pub fn words(&self, job: usize) -> Cursor<'_> {
-        match self.jobs.get(job) {
-            Some(j) => j.words(&self.shape),
-            None => Cursor::new(&[], self.shape.clone()),
-        }
-    }
-
     /// Total words of every job.
     pub fn total_words(&self) -> u64 {
-        self.jobs.iter().map(|j| j.words).sum()
-    }
-
-    /// Replaces job `job`'s records with `words` (a tool for tests and for cutting traces).
-    pub fn set_words(&mut self, job: usize, words: &[u32]) {
-        if let Some(j) = self.jobs.get_mut(job) {
-            *j = JobTrace::from_words(&self.shape, words, j.truncated);
-        }
+        self.jobs.iter().map(|j| j.words.len() as u64).sum()
     }
 
     /// Writes the trace file.
@@ -353,11 +266,19 @@ impl Trace {
         out.write_all(&(header.len() as u64).to_le_bytes())?;
         out.write_all(&header)?;
         out.write_all(&(self.jobs.len() as u64).to_le_bytes())?;
-        for job in &self.jobs {
-            out.write_all(&[u8::from(job.truncated)])?;
-            out.write_all(&job.words.to_le_bytes())?;
-            out.write_all(&(job.bytes.len() as u64).to_le_bytes())?;
-            out.write_all(&job.bytes)?;
+        let shape = TraceShape::of(&self.header.blocks);
+        // Encoded a few jobs at a time on every core, written in order.
+        let workers = crate::work_queue::default_workers();
+        for group in self.jobs.chunks(workers * 4) {
+            let encoded = crate::work_queue::map_indexed(group.len(), workers, |j| {
+                codec::encode(&shape, &group[j].words)
+            });
+            for (job, bytes) in group.iter().zip(encoded) {
+                out.write_all(&[u8::from(job.truncated)])?;
+                out.write_all(&(job.words.len() as u64).to_le_bytes())?;
+                out.write_all(&(bytes.len() as u64).to_le_bytes())?;
+                out.write_all(&bytes)?;
+            }
         }
         Ok(())
     }
@@ -397,6 +318,7 @@ impl Trace {
         if header.functions.len() != header.blocks.funcs.len() {
             return Err(bad("function names and block table disagree"));
         }
+        let shape = TraceShape::of(&header.blocks);
         let jobs = read_u64(input)?;
         if jobs > len {
             return Err(bad("more jobs than the file has bytes"));
@@ -411,9 +333,9 @@ impl Trace {
             let n = read_u64(input)?;
             let size = read_u64(input)?;
             left = left.saturating_sub(17);
-            if size > left {
+            if size > left || n > size {
                 return Err(SimtError::BadTrace(format!(
-                    "job {j} claims {size} bytes, more than the file holds"
+                    "job {j} claims {size} bytes of {n} words, more than the file holds"
                 )));
             }
             left -= size;
@@ -421,20 +343,19 @@ impl Trace {
             input
                 .read_exact(&mut bytes)
                 .map_err(|_| SimtError::BadTrace(format!("job {j} cut short")))?;
-            // Every word's encoding ends in exactly one byte below 0x80.
-            let ends = bytes.iter().filter(|&&b| b < 0x80).count() as u64;
-            if ends != n || bytes.last().is_some_and(|&b| b >= 0x80) {
+            let words = codec::decode(&shape, &bytes);
+            if words.len() as u64 != n || !codec::is_whole(&bytes) {
                 return Err(SimtError::BadTrace(format!(
-                    "job {j} claims {n} words but its records hold {ends}"
+                    "job {j} claims {n} words but its records hold {}",
+                    words.len()
                 )));
             }
             out.push(JobTrace {
-                bytes,
-                words: n,
+                words,
                 truncated: flag[0] != 0,
             });
         }
-        Ok(Trace::new(header, out))
+        Ok(Trace { header, jobs: out })
     }
 
     /// Reads the trace file at `path`.
@@ -477,15 +398,19 @@ mod tests {
     fn a_trace_reads_back_as_written_and_damage_is_an_error() {
         let bytes = wat::parse_str("(module (func nop))").unwrap();
         let module = crate::frontend::load(&bytes).unwrap();
-        let header = TraceHeader::new(&bytes, &module, 2, 1, "f").unwrap();
-        let shape = TraceShape::of(&header.blocks);
-        let trace = Trace::new(
-            header,
-            vec![
-                JobTrace::from_words(&shape, &[0, 1, 2], false),
-                JobTrace::from_words(&shape, &[], true),
+        let trace = Trace {
+            header: TraceHeader::new(&bytes, &module, 2, 1, "f").unwrap(),
+            jobs: vec![
+                JobTrace {
+                    words: vec![0, 1, 2],
+                    truncated: false,
+                },
+                JobTrace {
+                    words: vec![],
+                    truncated: true,
+                },
             ],
-        );
+        };
         let mut file = Vec::new();
         trace.write(&mut file).unwrap();
         let back = Trace::read(&mut file.as_slice(), file.len() as u64).unwrap();
@@ -511,24 +436,23 @@ mod tests {
         // A job whose word count disagrees with its records.
         let mut liar = file.clone();
         let at = n - 8 - 1 - 8 - 8 - 3 - 8;
-        liar[at..at + 8].copy_from_slice(&4u64.to_le_bytes());
+        liar[at..at + 8].copy_from_slice(&2u64.to_le_bytes());
         let r = Trace::read(&mut liar.as_slice(), n as u64);
-        assert!(matches!(r, Err(SimtError::BadTrace(ref w)) if w.contains("claims 4 words")));
+        assert!(matches!(r, Err(SimtError::BadTrace(ref w)) if w.contains("claims 2 words")));
     }
 
     #[test]
     fn the_recorder_keeps_at_most_its_limit_and_says_so() {
-        let shape = Arc::new(TraceShape::default());
-        let r = TraceRecorder::new(2, shape.clone(), 4);
+        let r = TraceRecorder::new(2, 4);
         r.record(0, &[1, 2, 3]);
         r.record(0, &[4, 5]);
         r.record(1, &[9]);
         r.record(7, &[9]);
         let t = r.take();
-        assert_eq!(t[0].words(&shape).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+        assert_eq!(t[0].words, vec![1, 2, 3, 4]);
         assert!(t[0].truncated);
-        assert_eq!(t[1].words(&shape).collect::<Vec<_>>(), vec![9]);
+        assert_eq!(t[1].words, vec![9]);
         assert!(!t[1].truncated);
-        assert!(r.take()[0].is_empty());
+        assert!(r.take()[0].words.is_empty());
     }
 }

@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use super::codec::TraceShape;
 use super::trace::{JobTrace, Trace, TraceHeader};
 use super::SimtError;
 use crate::backend::Backend;
@@ -86,16 +85,20 @@ pub fn trace_wasi(
 ) -> Result<(Vec<JobResult>, Trace), TraceRunError> {
     let header = header(binary, &config.fleet, "_start")?;
     let mut fleet = WasiFleet::new(program, config)?;
-    fleet
-        .fleet_mut()
-        .start_trace(TraceShape::of(&header.blocks), max_words);
+    fleet.fleet_mut().set_trace_limit(max_words);
     let mut results = Vec::with_capacity(jobs.len());
     let mut traces = Vec::with_capacity(jobs.len());
     for batch in jobs.chunks(fleet.num_vms() as usize) {
         results.extend(fleet.run_batch(batch)?);
         traces.extend(take(fleet.fleet_mut(), batch.len()));
     }
-    Ok((results, Trace::new(header, traces)))
+    Ok((
+        results,
+        Trace {
+            header,
+            jobs: traces,
+        },
+    ))
 }
 
 /// Calls export `func` once per job on a traced fleet, keeping at most `max_words` trace
@@ -110,14 +113,20 @@ pub fn trace_invoke(
 ) -> Result<(Vec<Outcome>, Trace), TraceRunError> {
     let header = header(binary, &config, func)?;
     let mut fleet = Fleet::new(program, config, Imports::default())?;
-    fleet.start_trace(TraceShape::of(&header.blocks), max_words);
+    fleet.set_trace_limit(max_words);
     let mut outcomes = Vec::with_capacity(jobs.len());
     let mut traces = Vec::with_capacity(jobs.len());
     for batch in jobs.chunks(fleet.num_vms() as usize) {
         outcomes.extend(fleet.invoke_batched(func, batch)?);
         traces.extend(take(&mut fleet, batch.len()));
     }
-    Ok((outcomes, Trace::new(header, traces)))
+    Ok((
+        outcomes,
+        Trace {
+            header,
+            jobs: traces,
+        },
+    ))
 }
 
 fn take(fleet: &mut Fleet, n: usize) -> Vec<JobTrace> {

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 
 use super::blocks::{BlockEnd, BlockTable, FunctionBlocks, MemOp};
-use super::codec::Cursor;
 use super::memory::{LaneAccess, SectorCounter};
 use super::replay::{Counts, MemCounts, WidthResult};
 use super::trace::{Region, Trace};
@@ -23,7 +22,8 @@ enum LaneState {
 struct Lane<'t> {
     job: usize,
     vm: u32,
-    words: Cursor<'t>,
+    words: &'t [u32],
+    pos: usize,
     func: u32,
     /// The callers: (function, block the call returns to).
     frames: Vec<(u32, u32)>,
@@ -32,7 +32,7 @@ struct Lane<'t> {
 
 impl Lane<'_> {
     fn peek(&self) -> Option<u32> {
-        self.words.peek()
+        self.words.get(self.pos).copied()
     }
 }
 
@@ -127,10 +127,12 @@ impl<'t, 'r> Warp<'t, 'r> {
         let vms = trace.header.vms.max(1);
         let mut lanes = Vec::with_capacity(jobs.len());
         for &job in jobs {
+            let words = trace.jobs[job].words.as_slice();
             let mut lane = Lane {
                 job,
                 vm: (job as u64 % vms as u64) as u32,
-                words: trace.words(job),
+                words,
+                pos: 0,
                 func: 0,
                 frames: Vec::new(),
                 state: LaneState::Done,
@@ -348,11 +350,11 @@ impl<'t, 'r> Warp<'t, 'r> {
                         top.func,
                         top.pc,
                         lane.peek(),
-                        lane.words.position()
+                        lane.pos
                     ),
                 ));
             }
-            lane.words.next();
+            lane.pos += 1;
         }
         if let Some(r) = &mut self.record {
             r.push(IssuedBlock {
@@ -446,9 +448,7 @@ impl<'t, 'r> Warp<'t, 'r> {
             let words: usize = mem.iter().map(|m| m.words()).sum();
             for &i in lanes {
                 let lane = &mut self.lanes[i];
-                for _ in 0..words {
-                    lane.words.next();
-                }
+                lane.pos = (lane.pos + words).min(lane.words.len());
             }
             return;
         }
@@ -463,18 +463,15 @@ impl<'t, 'r> Warp<'t, 'r> {
             for &i in lanes {
                 let lane = &mut self.lanes[i];
                 let n = op.words();
-                let mut w = [0u32; 3];
-                let got = w[..n].iter_mut().map_while(|slot| {
-                    *slot = lane.words.next()?;
-                    Some(())
-                });
-                if got.count() < n {
+                let Some(w) = lane.words.get(lane.pos..lane.pos + n) else {
                     // The VM trapped before this access: nothing more of it.
+                    lane.pos = lane.words.len();
                     if let Some(r) = &mut recorded {
                         r.push(None);
                     }
                     continue;
-                }
+                };
+                lane.pos += n;
                 let vm = lane.vm;
                 if let Some(r) = &mut recorded {
                     r.push(Some((vm, w[0])));

@@ -15,7 +15,6 @@ use crate::abi::{status, FleetBuffer, FleetShape, PerVmArray, VmControl, FRAME_H
 use crate::backend::{merge_adjacent, Traffic, VmmOnly};
 use crate::codegen::MemoryChecks;
 use crate::layout::{InterleavedLayout, GUARD_STRIDE};
-use crate::simt::codec::TraceShape;
 use crate::simt::{JobTrace, TraceRecorder};
 
 /// Address space one fleet with guard regions may reserve: half of x86-64's 47-bit user space
@@ -41,6 +40,9 @@ pub struct FleetConfig {
     /// launch without system calls is stopped by `fuel`, not by this.
     pub timeout: Option<Duration>,
 }
+
+/// Trace words kept per VM unless [`Fleet::set_trace_limit`] says otherwise (64 MiB).
+pub const DEFAULT_TRACE_WORDS_PER_VM: usize = 16 << 20;
 
 impl Default for FleetConfig {
     fn default() -> Self {
@@ -197,21 +199,21 @@ impl Fleet {
             table_initial,
             trace: None,
         };
+        if fleet.program.options.trace {
+            fleet.trace = Some(TraceRecorder::new(
+                config.num_vms,
+                DEFAULT_TRACE_WORDS_PER_VM,
+            ));
+        }
         fleet.instantiate(&globals)?;
         Ok(fleet)
     }
 
-    /// Keeps the VMs' trace records from now on, at most `words` words of each, in the
-    /// compact form of `shape` (the module's: [`crate::simt::codec::TraceShape::of`]). A
-    /// traced kernel's records are dropped until this is called; calling it again drops
-    /// those kept so far. Nothing happens for a kernel built without tracing.
-    pub fn start_trace(&mut self, shape: Arc<TraceShape>, words: usize) {
-        if self.program.options.trace {
-            self.trace = Some(TraceRecorder::new(
-                self.storage.controls.len() as u32,
-                shape,
-                words,
-            ));
+    /// Keeps at most `words` trace words of each VM from now on (a traced kernel; the VMs'
+    /// records so far are dropped).
+    pub fn set_trace_limit(&mut self, words: usize) {
+        if let Some(t) = &mut self.trace {
+            *t = TraceRecorder::new(self.storage.controls.len() as u32, words);
         }
     }
 

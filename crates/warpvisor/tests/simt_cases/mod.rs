@@ -45,7 +45,10 @@ pub fn replay(trace: &Trace, widths: &[u32]) -> Vec<WidthResult> {
 
 /// The trace of jobs `range` only.
 pub fn subset(trace: &Trace, range: std::ops::Range<usize>) -> Trace {
-    Trace::new(trace.header.clone(), trace.jobs[range].to_vec())
+    Trace {
+        header: trace.header.clone(),
+        jobs: trace.jobs[range].to_vec(),
+    }
 }
 
 /// Instruction counts of function `f`'s blocks.
