@@ -22,6 +22,9 @@ for name in ${names//,/ }; do
   $wv simt trace "$module" --jobs "$work/$name.part" --vms "$jobs" --max-trace-mib 8000 -o "$work/t" >/dev/null 2>&1
   traced=$(for i in 1 2; do $wv simt trace "$module" --jobs "$work/$name.part" --vms "$jobs" --max-trace-mib 8000 -o "$work/t" 2>&1 \
     | sed -n 's/.* in \([0-9.]*\) s after compilation.*/\1/p'; done | best)
+  # The last traced run's file: its size and how long writing it took.
+  wrote=$($wv simt trace "$module" --jobs "$work/$name.part" --vms "$jobs" --max-trace-mib 8000 -o "$work/t" 2>&1 \
+    | sed -n 's/.*words; wrote \([0-9.]*\) MiB to .* in \([0-9.]*\) s.*/\1 MiB in \2 s/p')
   rm -f "$work/t"
   cut=$($wv simt trace "$module" --jobs "$work/$name.jobs.jsonl" --vms 1024 -o "$work/t" 2>&1 | grep -o '[0-9]* jobs cut' || echo "0 jobs cut")
   start=$(date +%s.%N)
@@ -29,6 +32,6 @@ for name in ${names//,/ }; do
   analyse=$(echo "$(date +%s.%N) - $start" | bc)
   size=$(du -m "$work/t" | cut -f1)
   rm -f "$work/t"
-  printf "%s jobs=%d untraced=%.3fs traced=%.3fs ratio=%.1f | 1024 jobs: trace %d MiB, %s, analyse %.1fs\n" \
-    "$name" "$jobs" "$plain" "$traced" "$(echo "$traced / $plain" | bc -l)" "$size" "$cut" "$analyse"
+  printf "%s jobs=%d untraced=%.3fs traced=%.3fs ratio=%.1f file %s | 1024 jobs: trace %d MiB, %s, analyse %.1fs\n" \
+    "$name" "$jobs" "$plain" "$traced" "$(echo "$traced / $plain" | bc -l)" "$wrote" "$size" "$cut" "$analyse"
 done
