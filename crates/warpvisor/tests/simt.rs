@@ -12,9 +12,11 @@ mod simt_cases;
 
 use std::sync::Arc;
 
-use simt_cases::{block_sizes, counts, program, replay, subset, trace, IF_ELSE, NESTED, REGIONS};
+use simt_cases::{
+    block_sizes, counts, program, replay, replay_with, subset, trace, IF_ELSE, NESTED, REGIONS,
+};
 use warpvisor::simt::tracer::{trace_invoke, trace_wasi};
-use warpvisor::simt::{analyze, AnalysisConfig, Grouping, Report, SimtError};
+use warpvisor::simt::{analyze, AnalysisConfig, CallModel, Grouping, Report, SimtError};
 use warpvisor::vmm::{FleetConfig, Outcome, Program, Value};
 use warpvisor::wasi::program::WasiRunConfig;
 use warpvisor::wasi::WasiJob;
@@ -154,9 +156,9 @@ fn recursion_diverges_at_each_depth_where_some_lanes_stop() {
     let (t, out) = trace(RECURSION, "f", &depths, 32);
     assert_eq!(out[3], Outcome::Returned(vec![Value::I32(3)]));
     assert_eq!(block_sizes(&t, 0), vec![3, 1, 4, 2, 0]);
-    let r = &replay(&t, &[32])[0];
-    // Level k runs for lanes with depth >= k: block 0 always; block 1 when a lane stops at k;
-    // blocks 2 and 3 when a lane goes deeper.
+    // Native calls: level k runs for lanes with depth >= k: block 0 always; block 1 when a
+    // lane stops at k; blocks 2 and 3 when a lane goes deeper.
+    let r = &replay_with(&t, &[32], CallModel::Direct)[0];
     let (mut issued, mut executed) = (0u64, 0u64);
     for k in 0..=3 {
         let at = depths.iter().filter(|&&d| d >= k).count() as u64;
@@ -166,6 +168,114 @@ fn recursion_diverges_at_each_depth_where_some_lanes_stop() {
         executed += 3 * at + stop + 6 * deeper;
     }
     assert_eq!(counts(r), (issued, executed));
+    // Continuations ($f is recursive, so it yields): every call and return goes through the
+    // trampoline, whose rounds regroup the lanes by where they are (8 lanes of each depth):
+    // 1: b0 x32, b1 x8 (depth 0 done), b2 x24;  2: b0 x24, b1 x8, b2 x16;
+    // 3: b0 x16, b1 x8, b2 x8, b3 x8 (depth 1 back at level 0, done);
+    // 4: b0 x8, b1 x8, b3 x8;  5: b3 x16 (depth 2 done);  6: b3 x8;  7: b3 x8 (depth 3 done).
+    let r = &replay_with(&t, &[32], CallModel::Continuations)[0];
+    let issued = (3 + 1 + 4) + (3 + 1 + 4) + (3 + 1 + 4 + 2) + (3 + 1 + 2) + 2 + 2 + 2;
+    let executed =
+        (96 + 8 + 96) + (72 + 8 + 64) + (48 + 8 + 32 + 16) + (24 + 8 + 16) + 32 + 16 + 16;
+    assert_eq!(counts(r), (issued, executed));
+    assert_eq!(r.launches, 1, "rounds of the trampoline are not launches");
+}
+
+/// A WASI program: lanes with an argument (`p` = 1) and without take the two arms of an `if`
+/// in each of 4 trips of a loop; the `else` arm can return (never does), so the `if`'s
+/// reconvergence point is the function's end. Each trip calls `$g`, which can reach an import
+/// (so `$g` and `_start` yield) but does not call it.
+const DIVERGENT_LOOP_WITH_YIELDING_CALL: &str = r#"(module
+  (import "wasi_snapshot_preview1" "args_sizes_get" (func $sizes (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "sched_yield" (func $yield (result i32)))
+  (memory (export "memory") 1)
+  (func $g (param i32)
+    local.get 0
+    i32.const 1000000
+    i32.eq
+    if
+      call $yield
+      drop
+    end)
+  (func (export "_start") (local $p i32) (local $n i32)
+    i32.const 0
+    i32.const 4
+    call $sizes
+    drop
+    i32.const 0
+    i32.load
+    i32.const 1
+    i32.and
+    local.set $p
+    i32.const 4
+    local.set $n
+    loop $l
+      local.get $n
+      call $g
+      local.get $p
+      if
+        local.get $n
+        i32.const 7
+        i32.mul
+        drop
+      else
+        local.get $n
+        i32.const 99
+        i32.eq
+        if
+          return
+        end
+      end
+      local.get $n
+      i32.const 1
+      i32.sub
+      local.tee $n
+      br_if $l
+    end))"#;
+
+#[test]
+fn a_yielding_call_regroups_lanes_that_a_late_reconvergence_point_keeps_apart() {
+    let (binary, p) = program(DIVERGENT_LOOP_WITH_YIELDING_CALL);
+    let jobs: Vec<WasiJob> = (0..32)
+        .map(|v| WasiJob {
+            args: if v % 2 == 0 { vec!["a".into()] } else { vec![] },
+            env: vec![],
+            stdin: vec![],
+        })
+        .collect();
+    let config = WasiRunConfig {
+        fleet: FleetConfig {
+            num_vms: 32,
+            max_memory_pages: 1,
+            ..FleetConfig::default()
+        },
+        program_name: "p".into(),
+        preopens: vec![],
+        allow_unknown_imports: false,
+    };
+    let (_, t) = trace_wasi(&binary, p, &config, &jobs, 1 << 20).unwrap();
+    let start = t.header.blocks.function(3).unwrap();
+    assert!(start.yields && t.header.blocks.function(2).unwrap().yields);
+    // _start: 0 [const const call] 3; 1 [drop const load const and set const set] 8;
+    // 2 [get call] 2 (the loop); 3 [get if] 2; 4 [get const mul drop] 4; 5 [get const eq if] 4;
+    // 6 [return] 1; 7, 8 [end] 0; 9 [get const sub tee br_if] 5; 10, 11 [end] 0.
+    // $g: 0 [get const eq if] 4; 1 [call] 1; 2 [drop] 1; 3 [end] 0.
+    assert_eq!(block_sizes(&t, 3), vec![3, 8, 2, 2, 4, 4, 1, 0, 0, 5, 0, 0]);
+    assert_eq!(block_sizes(&t, 2), vec![4, 1, 1, 0]);
+    assert_eq!(start.ipdom[3], start.exit());
+    // 16 lanes take each arm in every trip; every lane runs 3 + 8 + 4 x (2 + 4 + 2 + 9).
+    let executed = 32 * (3 + 8) + 32 * 4 * (2 + 4 + 2 + 9);
+    // Native calls: after the first `if` the `then` lanes run all 4 trips while the others
+    // wait at the function's end, then the `else` lanes do: 3 + (8 + 2 + 4 + 2) + 2 x (9 + 3
+    // x 17).
+    let r = &replay_with(&t, &[32], CallModel::Direct)[0];
+    assert_eq!(counts(r), (3 + 16 + 2 * (9 + 3 * 17), executed));
+    // Through the trampoline: the call of $g and its return regroup all 32 lanes every trip;
+    // only the arms (9 each) and the loop's back edge into block 2 (2 each, trips 2-4) are
+    // issued apart: 3 + (8 + 2) + 4 x (4 + 2 + 9 + 9) + 2 x 3 x 2.
+    let r = &replay_with(&t, &[32], CallModel::Continuations)[0];
+    assert_eq!(counts(r), (3 + 10 + 4 * 24 + 12, executed));
+    assert_eq!(r.launches, 2);
 }
 
 /// `f(x)`: `call_indirect` to one of three functions by `x % 3`.

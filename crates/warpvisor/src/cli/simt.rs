@@ -10,7 +10,7 @@ use super::{errln, read_file, MAX_MEMORY_PAGES, MAX_VMS};
 use warpvisor::backend::cpu::CpuBackend;
 use warpvisor::jobs::{parse_arg, parse_job};
 use warpvisor::simt::tracer::{trace_invoke, trace_wasi, traced_program};
-use warpvisor::simt::{analyze, AnalysisConfig, Cfg, Grouping, Report, Trace};
+use warpvisor::simt::{analyze, AnalysisConfig, CallModel, Cfg, Grouping, Report, Trace};
 use warpvisor::vmm::FleetConfig;
 use warpvisor::wasi::program::WasiRunConfig;
 
@@ -95,6 +95,12 @@ pub struct AnalyzeArgs {
     /// DCFG: untaken error paths do not delay reconvergence).
     #[arg(long, default_value = "static", value_parser = ["static", "dynamic"])]
     cfg: String,
+    /// How the device runs calls: `continuations` (as warpvisor's GPU backends compile a
+    /// module: calls and returns of functions that can reach an import go through the
+    /// kernel's trampoline, where the warp's lanes meet again) or `direct` (every call native,
+    /// on a device call stack; ThreadFuser's model).
+    #[arg(long, default_value = "continuations", value_parser = ["continuations", "direct"])]
+    calls: String,
     /// Also write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -221,10 +227,15 @@ fn analyze_trace(args: AnalyzeArgs) -> anyhow::Result<i32> {
             "dynamic" => Cfg::Dynamic,
             _ => Cfg::Static,
         },
+        calls: match args.calls.as_str() {
+            "direct" => CallModel::Direct,
+            _ => CallModel::Continuations,
+        },
     };
     let results = analyze(&trace, &config)?;
     let mut report = Report::new(&trace, grouping, &results);
     report.cfg = config.cfg;
+    report.calls = config.calls;
     let mut out = super::stdout();
     out.write_all(report.markdown().as_bytes())?;
     out.flush()?;

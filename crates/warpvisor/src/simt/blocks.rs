@@ -116,6 +116,11 @@ pub struct FunctionBlocks {
     pub blocks: Vec<BasicBlock>,
     /// Immediate post-dominator of each block (the exit: `blocks.len()`).
     pub ipdom: Vec<u32>,
+    /// Whether the GPU backends compile it in continuation-passing style (it can reach an
+    /// import): its calls of such functions, its indirect calls and its return go through
+    /// the kernel's trampoline.
+    #[serde(default)]
+    pub yields: bool,
 }
 
 impl FunctionBlocks {
@@ -149,6 +154,8 @@ impl BlockTable {
     pub fn of(module: &Module<'_>) -> Result<BlockTable, SimtError> {
         let mut funcs = Vec::with_capacity(module.funcs.len());
         let mut ids = Vec::new();
+        let sigs = crate::analysis::Signatures::new(module);
+        let graph = crate::analysis::CallGraph::new(module, &sigs);
         for f in 0..module.funcs.len() as u32 {
             let Some(body) = module.body(f) else {
                 funcs.push(None);
@@ -173,6 +180,7 @@ impl BlockTable {
                     .count();
                 fb.blocks[k].code = code.by_ref().take(count).collect();
             }
+            fb.yields = graph.yields.get(f as usize).copied().unwrap_or(false);
             ids.extend((0..fb.blocks.len() as u32).map(|b| (f, b)));
             funcs.push(Some(fb));
         }
@@ -456,6 +464,7 @@ fn function_blocks(ops: &[Operator<'_>], first_id: u32) -> Result<FunctionBlocks
         first_id,
         blocks,
         ipdom,
+        yields: false,
     })
 }
 

@@ -30,7 +30,7 @@ pub mod tracer;
 mod warp;
 
 pub use blocks::{BasicBlock, BlockEnd, BlockTable, FunctionBlocks, MemOp};
-pub use replay::{analyze, AnalysisConfig, Cfg, Grouping};
+pub use replay::{analyze, AnalysisConfig, CallModel, Cfg, Grouping};
 pub use report::Report;
 pub use trace::{JobTrace, Trace, TraceHeader, TraceRecorder};
 

@@ -57,6 +57,8 @@ pub struct AnalysisConfig {
     pub grouping: Grouping,
     /// Where lanes reconverge.
     pub cfg: Cfg,
+    /// How calls run on the device.
+    pub calls: CallModel,
 }
 
 impl Default for AnalysisConfig {
@@ -65,8 +67,25 @@ impl Default for AnalysisConfig {
             widths: vec![8, 16, 32],
             grouping: Grouping::Consecutive,
             cfg: Cfg::Static,
+            calls: CallModel::Continuations,
         }
     }
+}
+
+/// How the device runs calls, which decides where a warp's lanes meet again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CallModel {
+    /// As warpvisor's GPU backends compile a module: a function that can reach an import is
+    /// in continuation-passing style, and its calls of such functions, its indirect calls and
+    /// its returns go back to the kernel's trampoline, whose next round runs every lane's top
+    /// frame — lanes meet there at every such call and return, as at a hypercall's relaunch
+    /// (without leaving the kernel). Other calls are native.
+    #[default]
+    Continuations,
+    /// Every call native, on a device call stack (ThreadFuser's model of CPU threads): a
+    /// divergence inside a function lasts until its reconvergence point, across calls.
+    Direct,
 }
 
 /// Instructions issued for a warp and executed by its lanes.
@@ -185,7 +204,7 @@ pub fn analyze(trace: &Trace, config: &AnalysisConfig) -> Result<Vec<WidthResult
                 )));
             }
             // The memory analysis is reported at the widest width only.
-            replay_width(trace, blocks, &order, w, w == widest)
+            replay_width(trace, blocks, &order, w, w == widest, config.calls)
         })
         .collect()
 }
@@ -196,6 +215,7 @@ fn replay_width(
     order: &[usize],
     width: u32,
     with_memory: bool,
+    calls: CallModel,
 ) -> Result<WidthResult, SimtError> {
     let warps: Vec<&[usize]> = order.chunks(width as usize).collect();
     // Warps are independent: replayed in parallel, each into its own partial result.
@@ -207,6 +227,7 @@ fn replay_width(
             let mut sectors = SectorCounter::new(trace.header.vms, trace.header.max_pages);
             let mut warp = Warp::new(trace, blocks, warps[w], &mut sectors, &mut part)?;
             warp.with_memory = with_memory;
+            warp.calls = calls;
             let counts = warp.run()?;
             Ok((part, counts))
         },

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use super::memory::INTERLEAVES;
-use super::replay::{Cfg, Grouping, WidthResult};
+use super::replay::{CallModel, Cfg, Grouping, WidthResult};
 use super::trace::{Region, Trace};
 
 /// Efficiency at one warp width.
@@ -98,6 +98,8 @@ pub struct Report {
     pub grouping: Grouping,
     /// Which control flow gave the reconvergence points.
     pub cfg: Cfg,
+    /// How calls ran.
+    pub calls: CallModel,
     /// Jobs whose trace was cut short by the recorder's limit.
     pub truncated_jobs: usize,
     /// One row per width, narrowest first.
@@ -209,6 +211,7 @@ impl Report {
             entry: trace.header.entry.clone(),
             grouping,
             cfg: Cfg::Static,
+            calls: CallModel::Continuations,
             truncated_jobs: trace.jobs.iter().filter(|j| j.truncated).count(),
             widths,
             detail_width,
@@ -237,7 +240,7 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "# SIMT analysis: `{}`, {} jobs, warps of {} jobs, {} control flow\n",
+            "# SIMT analysis: `{}`, {} jobs, warps of {} jobs, {} control flow, {}\n",
             self.entry,
             self.jobs,
             match self.grouping {
@@ -247,6 +250,10 @@ impl Report {
             match self.cfg {
                 Cfg::Static => "static",
                 Cfg::Dynamic => "dynamic",
+            },
+            match self.calls {
+                CallModel::Continuations => "calls through the trampoline (continuations)",
+                CallModel::Direct => "native calls",
             }
         );
         if self.truncated_jobs > 0 {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::blocks::{BlockEnd, BlockTable, FunctionBlocks, MemOp};
 use super::memory::{LaneAccess, SectorCounter};
-use super::replay::{Counts, MemCounts, WidthResult};
+use super::replay::{CallModel, Counts, MemCounts, WidthResult};
 use super::trace::{Region, Trace};
 use super::SimtError;
 
@@ -14,6 +14,11 @@ enum LaneState {
     Active,
     /// Stopped at a hypercall (or between invocations); resumes at `block` of its function.
     Parked {
+        block: u32,
+    },
+    /// Back at the kernel's trampoline after a call or return that goes through it
+    /// ([`CallModel::Continuations`]); resumes at `block` of its function in the next round.
+    Trampoline {
         block: u32,
     },
     Done,
@@ -25,8 +30,9 @@ struct Lane<'t> {
     words: &'t [u32],
     pos: usize,
     func: u32,
-    /// The callers: (function, block the call returns to).
-    frames: Vec<(u32, u32)>,
+    /// The callers: (function, block the call returns to, whether the return goes through
+    /// the trampoline).
+    frames: Vec<(u32, u32, bool)>,
     state: LaneState,
 }
 
@@ -80,6 +86,8 @@ pub(super) struct Warp<'t, 'r> {
     accesses: [Vec<LaneAccess>; 3],
     /// Whether to count sectors (else the records are only skipped).
     pub(super) with_memory: bool,
+    /// How calls run.
+    pub(super) calls: CallModel,
     /// Every block the warp issues, in order, when asked (`accel_sim`).
     record: Option<Vec<IssuedBlock>>,
 }
@@ -158,6 +166,7 @@ impl<'t, 'r> Warp<'t, 'r> {
             mem_counts: Default::default(),
             accesses: Default::default(),
             with_memory: true,
+            calls: CallModel::Continuations,
             record: None,
         })
     }
@@ -182,21 +191,32 @@ impl<'t, 'r> Warp<'t, 'r> {
     /// their callers below it). `false` when no lane is left.
     fn relaunch(&mut self) -> Result<bool, SimtError> {
         let mut resumed: Vec<(usize, u32)> = Vec::new();
+        // The trampoline's next round comes first: lanes parked at hypercalls wait for the
+        // kernel to end and the host to answer.
+        let round = self
+            .lanes
+            .iter()
+            .any(|l| matches!(l.state, LaneState::Trampoline { .. }));
         for i in 0..self.lanes.len() {
             let lane = &self.lanes[i];
-            if let LaneState::Parked { block } = lane.state {
-                if lane.peek().is_none() {
-                    self.set_state(i, LaneState::Done);
-                    continue;
-                }
-                resumed.push((i, block));
-                self.set_state(i, LaneState::Active);
+            let block = match lane.state {
+                LaneState::Trampoline { block } => block,
+                LaneState::Parked { block } if !round => block,
+                _ => continue,
+            };
+            if lane.peek().is_none() {
+                self.set_state(i, LaneState::Done);
+                continue;
             }
+            resumed.push((i, block));
+            self.set_state(i, LaneState::Active);
         }
         if resumed.is_empty() {
             return Ok(false);
         }
-        self.result.launches += 1;
+        if !round {
+            self.result.launches += 1;
+        }
         self.resume_level(&resumed, 0)?;
         Ok(true)
     }
@@ -206,8 +226,9 @@ impl<'t, 'r> Warp<'t, 'r> {
     fn place(&self, lane: usize, resume: u32, depth: usize) -> (u32, u32) {
         let l = &self.lanes[lane];
         match l.frames.get(depth) {
-            Some(&(f, ret)) => (f, ret),
-            None => (l.func, resume),
+            Some(&(f, ret, _)) if self.calls == CallModel::Direct => (f, ret),
+            // With continuations the trampoline runs only the top frame.
+            _ => (l.func, resume),
         }
     }
 
@@ -261,7 +282,9 @@ impl<'t, 'r> Warp<'t, 'r> {
                 }
                 let deeper: Vec<(usize, u32)> = group
                     .into_iter()
-                    .filter(|&(i, _)| self.lanes[i].frames.len() > depth)
+                    .filter(|&(i, _)| {
+                        self.calls == CallModel::Direct && self.lanes[i].frames.len() > depth
+                    })
                     .collect();
                 if !deeper.is_empty() {
                     self.resume_level(&deeper, depth + 1)?;
@@ -521,7 +544,16 @@ impl<'t, 'r> Warp<'t, 'r> {
         succ: &[u32],
         fb: &FunctionBlocks,
     ) -> Result<Option<Next>, SimtError> {
-        let route = route(self.blocks, &mut self.lanes[i], func, pc, end, succ, fb)?;
+        let continuations = self.calls == CallModel::Continuations;
+        let route = route(
+            self.blocks,
+            &mut self.lanes[i],
+            (func, pc),
+            end,
+            succ,
+            fb,
+            continuations,
+        )?;
         Ok(match route {
             Route::Go(next) => Some(next),
             Route::Stop(state) => {
@@ -540,15 +572,16 @@ enum Route {
     Stop(LaneState),
 }
 
-/// Moves `lane` past block `pc` of `func` (ending as `end`, with successors `succ`).
+/// Moves `lane` past block `pc` of `func` (ending as `end`, with successors `succ`); with
+/// `continuations`, the calls and returns of functions that yield go through the trampoline.
 fn route(
     blocks: &BlockTable,
     lane: &mut Lane<'_>,
-    func: u32,
-    pc: u32,
+    (func, pc): (u32, u32),
     end: BlockEnd,
     succ: &[u32],
     fb: &FunctionBlocks,
+    continuations: bool,
 ) -> Result<Route, SimtError> {
     let exit = fb.exit();
     let Some(next_id) = lane.peek() else {
@@ -558,7 +591,12 @@ fn route(
     let (g, gb) = locate(blocks, lane.job, next_id)?;
     match end {
         BlockEnd::Exit => match lane.frames.pop() {
-            Some((caller, _)) => {
+            Some((caller, ret, true)) => {
+                // The frame returns to the trampoline, which resumes the caller next round.
+                lane.func = caller;
+                Ok(Route::Stop(LaneState::Trampoline { block: ret }))
+            }
+            Some((caller, _, false)) => {
                 lane.func = caller;
                 Ok(Route::Go(Next::Block(exit)))
             }
@@ -577,8 +615,16 @@ fn route(
                     ));
                 }
             }
-            lane.frames.push((func, pc + 1));
+            // In a function that yields, an indirect call and a call of a function that
+            // yields push a frame for the trampoline (codegen's `yield_call`).
+            let through_trampoline = continuations
+                && fb.yields
+                && (end == BlockEnd::CallIndirect || blocks.function(g).is_some_and(|c| c.yields));
+            lane.frames.push((func, pc + 1, through_trampoline));
             lane.func = g;
+            if through_trampoline {
+                return Ok(Route::Stop(LaneState::Trampoline { block: 0 }));
+            }
             Ok(Route::Go(Next::Call(g)))
         }
         BlockEnd::Call { .. } | BlockEnd::CallIndirect => {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use warpvisor::simt::replay::WidthResult;
 use warpvisor::simt::tracer::{trace_invoke, traced_program};
-use warpvisor::simt::{analyze, AnalysisConfig, Grouping, Trace};
+use warpvisor::simt::{analyze, AnalysisConfig, CallModel, Grouping, Trace};
 use warpvisor::vmm::{FleetConfig, Outcome, Program, Value};
 
 use crate::common;
@@ -32,11 +32,17 @@ pub fn trace(wat: &str, func: &str, args: &[i32], vms: u32) -> (Trace, Vec<Outco
 }
 
 pub fn replay(trace: &Trace, widths: &[u32]) -> Vec<WidthResult> {
+    replay_with(trace, widths, CallModel::default())
+}
+
+/// [`replay`] with calls run as `calls` says.
+pub fn replay_with(trace: &Trace, widths: &[u32], calls: CallModel) -> Vec<WidthResult> {
     analyze(
         trace,
         &AnalysisConfig {
             widths: widths.to_vec(),
             grouping: Grouping::Consecutive,
+            calls,
             ..AnalysisConfig::default()
         },
     )
