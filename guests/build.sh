@@ -2,7 +2,8 @@
 # Rebuilds the guest corpus from source and copies the modules into guests/wasm/ as
 # rust-<name>.wasm, c-<name>.wasm and bench-<name>.wasm (the benchmark suite's programs,
 # crates/warpvisor-workloads), and the resident handlers (`warpvisor serve`) as
-# resident-<name>.wasm: the benchmark programs ported to the guest SDK and the examples.
+# resident-<name>.wasm: the benchmark programs ported to the guest SDK and the examples;
+# C programs with DWARF (c/debug/) as dwarf-<name>.wasm.
 # Usage: guests/build.sh [rust|c|bench|resident|all] (default all).
 # Needs: rustup (adds the wasm32-wasip1 target itself) and, for C, clang-14 + lld-14 + wasi-libc:
 #   apt-get install -y clang-14 lld-14 wasi-libc libclang-rt-14-dev-wasm32
@@ -106,9 +107,9 @@ build_c() {
     for src in "$here"/c/debug/*.c; do
         name="$(basename "$src" .c)"
         "$cc" --target=wasm32-wasi -O1 -g -Wall -Wextra -fuse-ld=lld -fdebug-prefix-map="$here"=guests \
-            -o "$out/c-debug-$name.wasm" "$src"
-        chmod 0644 "$out/c-debug-$name.wasm"
-        echo "  wasm/c-debug-$name.wasm"
+            -o "$out/dwarf-$name.wasm" "$src"
+        chmod 0644 "$out/dwarf-$name.wasm"
+        echo "  wasm/dwarf-$name.wasm"
     done
 }
 

@@ -330,7 +330,7 @@ fn the_report_names_the_source_lines_that_lose_the_most_from_dwarf() {
 
     let binary = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../guests/wasm/c-debug-collatz.wasm"
+        "/../../guests/wasm/dwarf-collatz.wasm"
     ))
     .unwrap();
     let program = traced_program(&binary, common::cpu().as_ref(), 0).unwrap();
@@ -407,7 +407,7 @@ fn the_report_names_the_source_lines_that_lose_the_most_from_dwarf() {
 fn damaged_debug_sections_give_no_lines_never_a_panic() {
     let binary = std::fs::read(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../guests/wasm/c-debug-collatz.wasm"
+        "/../../guests/wasm/dwarf-collatz.wasm"
     ))
     .unwrap();
     let module = warpvisor::frontend::load(&binary).unwrap();
