@@ -13,13 +13,12 @@ mod simt_cases;
 use std::sync::Arc;
 
 use simt_cases::{
-    block_sizes, counts, program, replay, replay_with, subset, trace, IF_ELSE, NESTED, REGIONS,
+    block_sizes, counts, program, replay, replay_with, subset, trace, trace_wasi_jobs, IF_ELSE,
+    NESTED, REGIONS,
 };
-use warpvisor::simt::tracer::{trace_invoke, trace_wasi};
+use warpvisor::simt::tracer::trace_invoke;
 use warpvisor::simt::{analyze, AnalysisConfig, CallModel, Grouping, Report, SimtError};
 use warpvisor::vmm::{FleetConfig, Outcome, Program, Value};
-use warpvisor::wasi::program::WasiRunConfig;
-use warpvisor::wasi::WasiJob;
 
 #[test]
 fn the_papers_two_lane_example_serialises_the_two_paths_and_reconverges() {
@@ -236,24 +235,14 @@ const DIVERGENT_LOOP_WITH_YIELDING_CALL: &str = r#"(module
 #[test]
 fn a_yielding_call_regroups_lanes_that_a_late_reconvergence_point_keeps_apart() {
     let (binary, p) = program(DIVERGENT_LOOP_WITH_YIELDING_CALL);
-    let jobs: Vec<WasiJob> = (0..32)
-        .map(|v| WasiJob {
-            args: if v % 2 == 0 { vec!["a".into()] } else { vec![] },
-            env: vec![],
-            stdin: vec![],
-        })
-        .collect();
-    let config = WasiRunConfig {
-        fleet: FleetConfig {
-            num_vms: 32,
-            max_memory_pages: 1,
-            ..FleetConfig::default()
-        },
-        program_name: "p".into(),
-        preopens: vec![],
-        allow_unknown_imports: false,
+    let args = |v: usize| {
+        if v.is_multiple_of(2) {
+            vec!["a".into()]
+        } else {
+            vec![]
+        }
     };
-    let (_, t) = trace_wasi(&binary, p, &config, &jobs, 1 << 20).unwrap();
+    let (_, t) = trace_wasi_jobs(&binary, p, 32, 1, args);
     let start = t.header.blocks.function(3).unwrap();
     assert!(start.yields && t.header.blocks.function(2).unwrap().yields);
     // _start: 0 [const const call] 3; 1 [drop const load const and set const set] 8;
@@ -355,24 +344,8 @@ const WASI_DIVERGENT: &str = r#"(module
 #[test]
 fn a_hypercall_in_divergent_code_relaunches_the_lanes_that_made_it() {
     let (binary, p) = program(WASI_DIVERGENT);
-    let jobs: Vec<WasiJob> = (0..32)
-        .map(|v| WasiJob {
-            args: if v < 12 { vec!["a".into()] } else { vec![] },
-            env: vec![],
-            stdin: vec![],
-        })
-        .collect();
-    let config = WasiRunConfig {
-        fleet: FleetConfig {
-            num_vms: 32,
-            max_memory_pages: 1,
-            ..FleetConfig::default()
-        },
-        program_name: "p".into(),
-        preopens: vec![],
-        allow_unknown_imports: false,
-    };
-    let (results, t) = trace_wasi(&binary, p, &config, &jobs, 1 << 20).unwrap();
+    let args = |v: usize| if v < 12 { vec!["a".into()] } else { vec![] };
+    let (results, t) = trace_wasi_jobs(&binary, p, 32, 1, args);
     assert_eq!(results[0].stdout, b"x");
     assert!(results[20].stdout.is_empty());
     assert_eq!(block_sizes(&t, 2), vec![3, 6, 11, 1, 0, 3]);

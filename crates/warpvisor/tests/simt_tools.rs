@@ -311,6 +311,15 @@ fn damaged_trace_files_give_errors_never_panics() {
     assert!(analysed < read_ok, "some damage must be caught");
 }
 
+/// `guests/wasm/dwarf-collatz.wasm`: `guests/c/debug/collatz.c` built with DWARF.
+fn collatz_binary() -> Vec<u8> {
+    std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../guests/wasm/dwarf-collatz.wasm"
+    ))
+    .unwrap()
+}
+
 /// The line of `guests/c/debug/collatz.c` whose text contains `marker`.
 fn collatz_line(marker: &str) -> String {
     let src = include_str!("../../../guests/c/debug/collatz.c");
@@ -323,46 +332,23 @@ fn collatz_line(marker: &str) -> String {
 
 #[test]
 fn the_report_names_the_source_lines_that_lose_the_most_from_dwarf() {
-    use warpvisor::simt::tracer::{trace_wasi, traced_program};
-    use warpvisor::vmm::FleetConfig;
-    use warpvisor::wasi::program::WasiRunConfig;
-    use warpvisor::wasi::WasiJob;
+    use warpvisor::simt::tracer::traced_program;
 
-    let binary = std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../guests/wasm/dwarf-collatz.wasm"
-    ))
-    .unwrap();
+    let binary = collatz_binary();
     let program = traced_program(&binary, common::cpu().as_ref(), 0).unwrap();
     // Start values whose Collatz walks differ in length: the lanes leave the loop apart.
-    let jobs: Vec<WasiJob> = (0..32)
-        .map(|v| WasiJob {
-            args: vec![(v * 37 + 1).to_string()],
-            env: vec![],
-            stdin: vec![],
-        })
-        .collect();
-    let config = WasiRunConfig {
-        fleet: FleetConfig {
-            num_vms: 32,
-            ..FleetConfig::default()
-        },
-        program_name: "collatz".into(),
-        preopens: vec![],
-        allow_unknown_imports: false,
-    };
-    let (results, t) = trace_wasi(&binary, program, &config, &jobs, 1 << 20).unwrap();
-    let trace_of = t;
+    let start = |v: usize| vec![(v * 37 + 1).to_string()];
+    let (results, collatz) = simt_cases::trace_wasi_jobs(&binary, program, 32, 256, start);
     assert!(results.iter().all(|r| r.exit_code == 0 && r.trap.is_none()));
-    let source = trace_of
+    let source = collatz
         .header
         .source
         .as_ref()
         .expect("the module has DWARF");
     assert!(source.files.iter().any(|f| f.ends_with("collatz.c")));
     let config = warpvisor::simt::AnalysisConfig::default();
-    let results = warpvisor::simt::analyze(&trace_of, &config).unwrap();
-    let report = warpvisor::simt::Report::new(&trace_of, config.grouping, &results);
+    let results = warpvisor::simt::analyze(&collatz, &config).unwrap();
+    let report = warpvisor::simt::Report::new(&collatz, config.grouping, &results);
     // The loop body loses the most, then the loop's test and its counter; the costliest
     // divergent branch is the loop's exit test.
     let worst = report.worst_lines(3);
@@ -391,7 +377,7 @@ fn the_report_names_the_source_lines_that_lose_the_most_from_dwarf() {
     assert!(md.contains("## Source lines") && md.contains(&collatz_line("the divergent body")));
     // The trace file keeps the lines.
     let mut file = Vec::new();
-    trace_of.write(&mut file).unwrap();
+    collatz.write(&mut file).unwrap();
     let back = warpvisor::simt::Trace::read(&mut file.as_slice(), file.len() as u64).unwrap();
     assert_eq!(back.header.source.as_ref(), Some(source));
 
@@ -405,11 +391,7 @@ fn the_report_names_the_source_lines_that_lose_the_most_from_dwarf() {
 
 #[test]
 fn damaged_debug_sections_give_no_lines_never_a_panic() {
-    let binary = std::fs::read(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../guests/wasm/dwarf-collatz.wasm"
-    ))
-    .unwrap();
+    let binary = collatz_binary();
     let module = warpvisor::frontend::load(&binary).unwrap();
     let table = warpvisor::simt::BlockTable::of(&module).unwrap();
     assert!(warpvisor::simt::source::SourceLines::of(&binary, &table).is_some());

@@ -33,6 +33,8 @@ impl SourceLines {
         let rows = line_rows(&code.debug)?;
         let mut out = SourceLines::default();
         let mut line_index: HashMap<(u32, u32), u32> = HashMap::new();
+        // The line table's file index → this map's (only files some instruction uses).
+        let mut file_ids: Vec<Option<u32>> = vec![None; rows.files.len()];
         let mut any = false;
         for &(f, b) in &table.ids {
             let mut runs: Vec<(u32, u32)> = Vec::new();
@@ -53,16 +55,13 @@ impl SourceLines {
                     let Some((file, line)) = rows.lookup(offset) else {
                         continue;
                     };
-                    let file_id = match rows.files.get(file as usize) {
-                        Some(name) => match out.files.iter().position(|f| f == name) {
-                            Some(i) => i as u32,
-                            None => {
-                                out.files.push(name.clone());
-                                out.files.len() as u32 - 1
-                            }
-                        },
-                        None => continue,
+                    let Some(slot) = file_ids.get_mut(file as usize) else {
+                        continue;
                     };
+                    let file_id = *slot.get_or_insert_with(|| {
+                        out.files.push(rows.files[file as usize].clone());
+                        out.files.len() as u32 - 1
+                    });
                     let next = line_index.len() as u32;
                     let id = *line_index.entry((file_id, line)).or_insert_with(|| {
                         out.lines.push((file_id, line));

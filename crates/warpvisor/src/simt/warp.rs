@@ -187,8 +187,10 @@ impl<'t, 'r> Warp<'t, 'r> {
         self.lanes[i].state = state;
     }
 
-    /// Resumes every parked lane; those at the same place share an entry (with entries for
-    /// their callers below it). `false` when no lane is left.
+    /// The warp has nothing left to run: starts the trampoline's next round for the lanes
+    /// waiting there, else relaunches the kernel for every parked lane (a launch). Lanes at
+    /// the same place share an entry (with native calls, with entries for their callers
+    /// below it). `false` when no lane is left.
     fn relaunch(&mut self) -> Result<bool, SimtError> {
         let mut resumed: Vec<(usize, u32)> = Vec::new();
         // The trampoline's next round comes first: lanes parked at hypercalls wait for the

@@ -5,9 +5,11 @@
 use std::sync::Arc;
 
 use warpvisor::simt::replay::WidthResult;
-use warpvisor::simt::tracer::{trace_invoke, traced_program};
+use warpvisor::simt::tracer::{trace_invoke, trace_wasi, traced_program};
 use warpvisor::simt::{analyze, AnalysisConfig, CallModel, Grouping, Trace};
 use warpvisor::vmm::{FleetConfig, Outcome, Program, Value};
+use warpvisor::wasi::program::{JobResult, WasiRunConfig};
+use warpvisor::wasi::WasiJob;
 
 use crate::common;
 
@@ -29,6 +31,35 @@ pub fn trace(wat: &str, func: &str, args: &[i32], vms: u32) -> (Trace, Vec<Outco
     let (outcomes, trace) =
         trace_invoke(&binary, p, func, config, &jobs, 1 << 20).unwrap_or_else(|e| panic!("{e}"));
     (trace, outcomes)
+}
+
+/// Runs WASI program `binary` (compiled as `program`) once per job on a traced fleet of one
+/// VM per job, job `j` with arguments `args(j)`, each VM's memory at most `max_pages` pages.
+pub fn trace_wasi_jobs(
+    binary: &[u8],
+    program: Arc<Program>,
+    jobs: usize,
+    max_pages: u32,
+    args: impl Fn(usize) -> Vec<String>,
+) -> (Vec<JobResult>, Trace) {
+    let jobs: Vec<WasiJob> = (0..jobs)
+        .map(|j| WasiJob {
+            args: args(j),
+            env: vec![],
+            stdin: vec![],
+        })
+        .collect();
+    let config = WasiRunConfig {
+        fleet: FleetConfig {
+            num_vms: jobs.len() as u32,
+            max_memory_pages: max_pages,
+            ..FleetConfig::default()
+        },
+        program_name: "p".into(),
+        preopens: vec![],
+        allow_unknown_imports: false,
+    };
+    trace_wasi(binary, program, &config, &jobs, 1 << 20).unwrap_or_else(|e| panic!("{e}"))
 }
 
 pub fn replay(trace: &Trace, widths: &[u32]) -> Vec<WidthResult> {
