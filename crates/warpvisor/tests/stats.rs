@@ -162,13 +162,13 @@ fn check(r: &Report) {
     assert_eq!(per_launch, (to + from) / r.launches, "{r:?}");
 }
 
-/// `--invoke` over a few hundred jobs, in five batches (a reset before each but the first),
-/// each long enough (fib 35–39) that a few hundred microseconds of scheduling noise between
-/// phases stays well under the 5% the report may leave unaccounted.
 /// The tests here measure where time goes: one at a time, so that neither measures a run
 /// whose workers share the 2 cores with the other's C compiler.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// `--invoke` over a few hundred jobs, in five batches (a reset before each but the first),
+/// each long enough (fib 35–39) that a few hundred microseconds of scheduling noise between
+/// phases stays well under the 5% the report may leave unaccounted.
 #[test]
 fn invoke_stats_add_up() {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
