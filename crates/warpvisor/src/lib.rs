@@ -17,6 +17,7 @@ pub mod jobs;
 pub mod layout;
 pub mod limits;
 pub mod ptx;
+pub mod riscv;
 pub mod runner;
 pub mod serve;
 pub mod simt;

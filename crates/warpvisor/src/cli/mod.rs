@@ -4,6 +4,7 @@ mod compile;
 mod devices;
 mod progress;
 mod ptx;
+mod riscv;
 mod run;
 mod serve;
 mod simt;
@@ -85,6 +86,10 @@ enum Command {
     /// Predict SIMT behaviour: trace a fleet's VMs, replay them in warps.
     #[command(subcommand)]
     Simt(simt::SimtCommand),
+    /// RISC-V Linux executables: translate one into a WebAssembly module (`run`, `serve` and
+    /// `simt` also accept executables and translate them first).
+    #[command(subcommand)]
+    Riscv(riscv::RiscvCommand),
 }
 
 /// Settings shared by the commands that build kernels and fleets.
@@ -279,10 +284,14 @@ pub(crate) fn parse_interleave(s: &str) -> Result<u32, String> {
     }
 }
 
-/// Reads a module or script file of at most [`MAX_MODULE_FILE_SIZE`] bytes, naming it in the
+/// Reads a module file of at most [`MAX_MODULE_FILE_SIZE`] bytes (a RISC-V executable is
+/// translated into one), naming it in the
 /// error.
 pub fn read_file(path: &Path) -> anyhow::Result<Vec<u8>> {
-    read_limited(path, MAX_MODULE_FILE_SIZE, "module file")
+    riscv::module_bytes(
+        read_limited(path, MAX_MODULE_FILE_SIZE, "module file")?,
+        path,
+    )
 }
 
 /// Reads at most `limit` bytes of `path` (`what` names it in the error): a larger file, or an
@@ -399,6 +408,7 @@ pub fn main() -> i32 {
         Command::Ptx(c) => ptx::run(c),
         Command::Serve(a) => serve::run(a),
         Command::Simt(c) => simt::run(c),
+        Command::Riscv(c) => riscv::run(c),
     };
     match result {
         Ok(code) => code,

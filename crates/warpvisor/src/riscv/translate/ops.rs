@@ -1,0 +1,412 @@
+//! One line of WAT per RISC-V instruction (everything but control flow, which
+//! `function.rs` owns), and the register moves around calls.
+
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+use crate::riscv::decode::{AluOp, AmoOp, CsrOp, Inst, LoadOp, Op, StoreOp};
+
+/// The register numbering the translator uses: 0–31 the integer registers, 32–63 the
+/// floating-point ones (raw bits; singles NaN-boxed as RISC-V keeps them).
+pub const F: u8 = 32;
+
+/// The local holding register `r` in a function.
+pub fn local(r: u8) -> String {
+    if r < F {
+        format!("$x{r}")
+    } else {
+        format!("$f{}", r - F)
+    }
+}
+
+/// The global holding register `r` between functions.
+pub fn global(r: u8) -> String {
+    if r < F {
+        format!("$r{r}")
+    } else {
+        format!("$fr{}", r - F)
+    }
+}
+
+/// Reads register `r` (`x0` is the constant 0).
+pub fn get(r: u8) -> String {
+    if r == 0 {
+        "(i64.const 0)".into()
+    } else {
+        format!("(local.get {})", local(r))
+    }
+}
+
+/// Writes `value` to register `r` (a write to `x0` still evaluates `value`: a load may trap).
+pub fn set(r: u8, value: &str) -> String {
+    if r == 0 {
+        format!("(drop {value})")
+    } else {
+        format!("(local.set {} {value})", local(r))
+    }
+}
+
+/// The address `offset(rs1)` as a WebAssembly address in `$t`'s company: computed in 64 bits,
+/// and beyond 32 bits the last byte of the address space, which faults.
+fn address(rs1: u8, offset: i64) -> String {
+    format!(
+        "(i32.wrap_i64 (select (local.tee $t (i64.add {} (i64.const {offset}))) (i64.const 0xffffffff) (i64.lt_u (local.get $t) (i64.const 0x100000000))))",
+        get(rs1)
+    )
+}
+
+/// The function being emitted: its range and its registers.
+pub struct Emitter<'a> {
+    /// Its first address.
+    pub start: u64,
+    /// The address after its last instruction.
+    pub end: u64,
+    /// The registers it reads or writes.
+    pub used: &'a BTreeSet<u8>,
+    /// The registers it writes.
+    pub dirty: &'a BTreeSet<u8>,
+}
+
+impl Emitter<'_> {
+    /// Stores the registers the function writes into the register globals.
+    pub fn spill(&self) -> String {
+        let mut s = String::new();
+        if !self.dirty.is_empty() {
+            s.push_str("   ");
+            for r in self.dirty {
+                let _ = write!(s, " (global.set {} (local.get {}))", global(*r), local(*r));
+            }
+            s.push('\n');
+        }
+        s
+    }
+
+    /// Loads the registers the function uses from the register globals.
+    pub fn reload(&self) -> String {
+        let mut s = String::new();
+        if !self.used.is_empty() {
+            s.push_str("   ");
+            for r in self.used {
+                let _ = write!(s, " (local.set {} (global.get {}))", local(*r), global(*r));
+            }
+            s.push('\n');
+        }
+        s
+    }
+
+    /// Whether the address `expr` lies in this function.
+    pub fn in_range(&self, expr: &str) -> String {
+        format!(
+            "(i64.lt_u (i64.sub {expr} (i64.const {:#x})) (i64.const {:#x}))",
+            self.start,
+            self.end - self.start
+        )
+    }
+
+    /// A call through `callee` (an expression returning the next address) that is expected to
+    /// come back at `ret`; anywhere else goes through the dispatch table.
+    pub fn call(&self, callee: &str, ret: u64) -> String {
+        format!(
+            "{}    (local.set $pc {callee})\n{}    (br_if $dispatch (i64.ne (local.get $pc) (i64.const {ret:#x})))\n",
+            self.spill(),
+            self.reload()
+        )
+    }
+
+    /// A non-control-flow instruction.
+    pub fn op(&self, inst: &Inst) -> String {
+        let pc = inst.addr;
+        let line = match inst.op {
+            Op::Lui { rd, imm } => set(rd, &format!("(i64.const {imm})")),
+            Op::Auipc { rd, imm } => {
+                set(rd, &format!("(i64.const {:#x})", pc.wrapping_add(imm as u64)))
+            }
+            Op::Load {
+                op,
+                rd,
+                rs1,
+                offset,
+            } => {
+                let load = match op {
+                    LoadOp::B => "i64.load8_s",
+                    LoadOp::H => "i64.load16_s",
+                    LoadOp::W => "i64.load32_s",
+                    LoadOp::D => "i64.load",
+                    LoadOp::Bu => "i64.load8_u",
+                    LoadOp::Hu => "i64.load16_u",
+                    LoadOp::Wu => "i64.load32_u",
+                };
+                set(rd, &format!("({load} {})", address(rs1, offset)))
+            }
+            Op::Store {
+                op,
+                rs1,
+                rs2,
+                offset,
+            } => {
+                let store = match op {
+                    StoreOp::B => "i64.store8",
+                    StoreOp::H => "i64.store16",
+                    StoreOp::W => "i64.store32",
+                    StoreOp::D => "i64.store",
+                };
+                format!("({store} {} {})", address(rs1, offset), get(rs2))
+            }
+            Op::AluImm {
+                op,
+                word,
+                rd,
+                rs1,
+                imm,
+            } => set(rd, &alu(op, word, &get(rs1), &format!("(i64.const {imm})"))),
+            Op::Alu {
+                op,
+                word,
+                rd,
+                rs1,
+                rs2,
+            } => set(rd, &alu(op, word, &get(rs1), &get(rs2))),
+            Op::Fence | Op::FenceI => "(nop)".into(),
+            Op::Ecall => "(local.set $x10 (call $syscall (local.get $x17) (local.get $x10) (local.get $x11) (local.get $x12) (local.get $x13) (local.get $x14) (local.get $x15)))".into(),
+            Op::Ebreak => format!("(call $ebreak (i64.const {pc:#x})) unreachable"),
+            Op::Csr {
+                op,
+                rd,
+                src,
+                imm,
+                csr,
+            } => {
+                let value = if imm {
+                    format!("(i64.const {src})")
+                } else {
+                    get(src)
+                };
+                // csrrw with rd = x0 does not read; csrrs/csrrc with a zero source do not write.
+                let reads = !(op == CsrOp::Rw && rd == 0);
+                let writes = op == CsrOp::Rw || src != 0;
+                let mut s = String::new();
+                if reads {
+                    let _ = write!(s, "(local.set $t2 (call $csr_read (i32.const {csr}) (i64.const {pc:#x}))) ");
+                }
+                if writes {
+                    let new = match op {
+                        CsrOp::Rw => value,
+                        CsrOp::Rs => format!("(i64.or (local.get $t2) {value})"),
+                        CsrOp::Rc => format!(
+                            "(i64.and (local.get $t2) (i64.xor {value} (i64.const -1)))"
+                        ),
+                    };
+                    let _ = write!(s, "(call $csr_write (i32.const {csr}) {new} (i64.const {pc:#x})) ");
+                }
+                if reads {
+                    s.push_str(&set(rd, "(local.get $t2)"));
+                }
+                s
+            }
+            Op::LoadReserved { double, rd, rs1 } => format!(
+                "(local.set $a {}) (global.set $resv (i64.extend_i32_u (local.get $a))) {}",
+                address(rs1, 0),
+                set(
+                    rd,
+                    if double {
+                        "(i64.load (local.get $a))"
+                    } else {
+                        "(i64.load32_s (local.get $a))"
+                    }
+                )
+            ),
+            Op::StoreConditional {
+                double,
+                rd,
+                rs1,
+                rs2,
+            } => format!(
+                "(local.set $a {}) (if (i64.eq (global.get $resv) (i64.extend_i32_u (local.get $a))) (then ({} (local.get $a) {}) {}) (else {})) (global.set $resv (i64.const -1))",
+                address(rs1, 0),
+                if double { "i64.store" } else { "i64.store32" },
+                get(rs2),
+                set(rd, "(i64.const 0)"),
+                set(rd, "(i64.const 1)")
+            ),
+            Op::Amo {
+                op,
+                double,
+                rd,
+                rs1,
+                rs2,
+            } => amo(op, double, rd, rs1, rs2),
+            Op::FloatLoad {
+                double,
+                rd,
+                rs1,
+                offset,
+            } => {
+                let value = if double {
+                    format!("(i64.load {})", address(rs1, offset))
+                } else {
+                    format!("(i64.or (i64.load32_u {}) (i64.const {NAN_BOX}))", address(rs1, offset))
+                };
+                set(F + rd, &value)
+            }
+            Op::FloatStore {
+                double,
+                rs1,
+                rs2,
+                offset,
+            } => format!(
+                "({} {} {})",
+                if double { "i64.store" } else { "i64.store32" },
+                address(rs1, offset),
+                get(F + rs2)
+            ),
+            Op::Float { mnemonic, bits } => float(mnemonic, bits)
+                .unwrap_or_else(|| format!("(call $unsupported (i64.const {pc:#x})) unreachable")),
+            Op::Illegal { .. } => format!("(call $illegal (i64.const {pc:#x})) unreachable"),
+            Op::Jal { .. } | Op::Jalr { .. } | Op::Branch { .. } => {
+                unreachable!("control flow is emitted by function.rs")
+            }
+        };
+        format!("    {line}\n")
+    }
+}
+
+/// An integer operation on `a` and `b` (both i64 expressions).
+fn alu(op: AluOp, word: bool, a: &str, b: &str) -> String {
+    if word {
+        let (x, y) = (format!("(i32.wrap_i64 {a})"), format!("(i32.wrap_i64 {b})"));
+        let w = |ins: &str| format!("(i64.extend_i32_s ({ins} {x} {y}))");
+        return match op {
+            AluOp::Add => w("i32.add"),
+            AluOp::Sub => w("i32.sub"),
+            AluOp::Sll => w("i32.shl"),
+            AluOp::Srl => w("i32.shr_u"),
+            AluOp::Sra => w("i32.shr_s"),
+            AluOp::Mul => w("i32.mul"),
+            AluOp::Div => format!("(call $divw {a} {b})"),
+            AluOp::Divu => format!("(call $divuw {a} {b})"),
+            AluOp::Rem => format!("(call $remw {a} {b})"),
+            AluOp::Remu => format!("(call $remuw {a} {b})"),
+            // The decoder gives no other W operation.
+            _ => "(block (result i64) (call $illegal (i64.const 0)) (i64.const 0))".into(),
+        };
+    }
+    let i = |ins: &str| format!("({ins} {a} {b})");
+    match op {
+        AluOp::Add => i("i64.add"),
+        AluOp::Sub => i("i64.sub"),
+        AluOp::Sll => i("i64.shl"),
+        AluOp::Slt => format!("(i64.extend_i32_u {})", i("i64.lt_s")),
+        AluOp::Sltu => format!("(i64.extend_i32_u {})", i("i64.lt_u")),
+        AluOp::Xor => i("i64.xor"),
+        AluOp::Srl => i("i64.shr_u"),
+        AluOp::Sra => i("i64.shr_s"),
+        AluOp::Or => i("i64.or"),
+        AluOp::And => i("i64.and"),
+        AluOp::Mul => i("i64.mul"),
+        AluOp::Mulh => i("call $mulh"),
+        AluOp::Mulhsu => i("call $mulhsu"),
+        AluOp::Mulhu => i("call $mulhu"),
+        AluOp::Div => i("call $div"),
+        AluOp::Divu => i("call $divu"),
+        AluOp::Rem => i("call $rem"),
+        AluOp::Remu => i("call $remu"),
+    }
+}
+
+/// An atomic read-modify-write (one hart: a load, the operation, a store).
+fn amo(op: AmoOp, double: bool, rd: u8, rs1: u8, rs2: u8) -> String {
+    let (ty, old, src) = if double {
+        ("i64", "(local.get $t2)", get(rs2))
+    } else {
+        (
+            "i32",
+            "(local.get $w)",
+            format!("(i32.wrap_i64 {})", get(rs2)),
+        )
+    };
+    let pick = |cmp: &str| format!("(select {old} {src} ({ty}.{cmp} {old} {src}))");
+    let new = match op {
+        AmoOp::Swap => src.clone(),
+        AmoOp::Add => format!("({ty}.add {old} {src})"),
+        AmoOp::Xor => format!("({ty}.xor {old} {src})"),
+        AmoOp::And => format!("({ty}.and {old} {src})"),
+        AmoOp::Or => format!("({ty}.or {old} {src})"),
+        AmoOp::Min => pick("lt_s"),
+        AmoOp::Max => pick("gt_s"),
+        AmoOp::Minu => pick("lt_u"),
+        AmoOp::Maxu => pick("gt_u"),
+    };
+    let (load, result) = if double {
+        ("(local.set $t2 (i64.load (local.get $a)))", old.to_string())
+    } else {
+        (
+            "(local.set $w (i32.load (local.get $a)))",
+            format!("(i64.extend_i32_s {old})"),
+        )
+    };
+    format!(
+        "(local.set $a {}) {load} ({ty}.store (local.get $a) {new}) {}",
+        address(rs1, 0),
+        set(rd, &result)
+    )
+}
+
+/// The upper half of a NaN-boxed single.
+const NAN_BOX: i64 = -0x1_0000_0000;
+
+/// The floating-point operations translated so far: moves and sign injection.
+fn float(mnemonic: &str, bits: u32) -> Option<String> {
+    let (rd, rs1, rs2) = (
+        ((bits >> 7) & 31) as u8,
+        ((bits >> 15) & 31) as u8,
+        ((bits >> 20) & 31) as u8,
+    );
+    let sign = |op: &str, a: String, b: String, mask: i64| -> String {
+        let s = match op {
+            "fsgnj" => b,
+            "fsgnjn" => format!("(i64.xor {b} (i64.const -1))"),
+            _ => format!("(i64.xor {a} {b})"),
+        };
+        format!(
+            "(i64.or (i64.and {a} (i64.const {})) (i64.and {s} (i64.const {mask})))",
+            !mask
+        )
+    };
+    Some(match mnemonic {
+        "fmv.x.w" => set(
+            rd,
+            &format!("(i64.extend_i32_s (i32.wrap_i64 {}))", get(F + rs1)),
+        ),
+        "fmv.x.d" => set(rd, &get(F + rs1)),
+        "fmv.w.x" => set(
+            F + rd,
+            &format!(
+                "(i64.or (i64.and {} (i64.const 0xffffffff)) (i64.const {NAN_BOX}))",
+                get(rs1)
+            ),
+        ),
+        "fmv.d.x" => set(F + rd, &get(rs1)),
+        "fsgnj.d" | "fsgnjn.d" | "fsgnjx.d" => set(
+            F + rd,
+            &sign(
+                &mnemonic[..mnemonic.len() - 2],
+                get(F + rs1),
+                get(F + rs2),
+                i64::MIN,
+            ),
+        ),
+        "fsgnj.s" | "fsgnjn.s" | "fsgnjx.s" => set(
+            F + rd,
+            &format!(
+                "(i64.or (i64.and {} (i64.const 0xffffffff)) (i64.const {NAN_BOX}))",
+                sign(
+                    &mnemonic[..mnemonic.len() - 2],
+                    format!("(call $unbox {})", get(F + rs1)),
+                    format!("(call $unbox {})", get(F + rs2)),
+                    0x8000_0000,
+                )
+            ),
+        ),
+        _ => return None,
+    })
+}
