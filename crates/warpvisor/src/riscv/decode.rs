@@ -504,12 +504,13 @@ fn float_mnemonic(w: u32) -> Option<&'static str> {
             let r2 = rs2(w);
             let s = f7 & 1 == 0;
             let sd = |a: &'static str, b: &'static str| Some(if s { a } else { b });
+            // funct7 without its format bit.
             match f7 >> 1 {
                 0x00 => sd("fadd.s", "fadd.d"),
                 0x02 => sd("fsub.s", "fsub.d"),
                 0x04 => sd("fmul.s", "fmul.d"),
                 0x06 => sd("fdiv.s", "fdiv.d"),
-                0x2c if r2 == 0 => sd("fsqrt.s", "fsqrt.d"),
+                0x16 if r2 == 0 => sd("fsqrt.s", "fsqrt.d"),
                 0x08 => match f3 {
                     0 => sd("fsgnj.s", "fsgnj.d"),
                     1 => sd("fsgnjn.s", "fsgnjn.d"),
@@ -521,15 +522,15 @@ fn float_mnemonic(w: u32) -> Option<&'static str> {
                     1 => sd("fmax.s", "fmax.d"),
                     _ => None,
                 },
-                0x50 => match f3 {
+                0x28 => match f3 {
                     0 => sd("fle.s", "fle.d"),
                     1 => sd("flt.s", "flt.d"),
                     2 => sd("feq.s", "feq.d"),
                     _ => None,
                 },
-                0x20 if s && r2 == 1 => Some("fcvt.s.d"),
-                0x20 if !s && r2 == 0 => Some("fcvt.d.s"),
-                0x60 => [
+                0x10 if s && r2 == 1 => Some("fcvt.s.d"),
+                0x10 if !s && r2 == 0 => Some("fcvt.d.s"),
+                0x30 => [
                     sd("fcvt.w.s", "fcvt.w.d"),
                     sd("fcvt.wu.s", "fcvt.wu.d"),
                     sd("fcvt.l.s", "fcvt.l.d"),
@@ -538,7 +539,7 @@ fn float_mnemonic(w: u32) -> Option<&'static str> {
                 .get(r2 as usize)
                 .copied()
                 .flatten(),
-                0x68 => [
+                0x34 => [
                     sd("fcvt.s.w", "fcvt.d.w"),
                     sd("fcvt.s.wu", "fcvt.d.wu"),
                     sd("fcvt.s.l", "fcvt.d.l"),
@@ -547,12 +548,12 @@ fn float_mnemonic(w: u32) -> Option<&'static str> {
                 .get(r2 as usize)
                 .copied()
                 .flatten(),
-                0x70 if r2 == 0 => match f3 {
+                0x38 if r2 == 0 => match f3 {
                     0 => sd("fmv.x.w", "fmv.x.d"),
                     1 => sd("fclass.s", "fclass.d"),
                     _ => None,
                 },
-                0x78 if r2 == 0 && f3 == 0 => sd("fmv.w.x", "fmv.d.x"),
+                0x3c if r2 == 0 && f3 == 0 => sd("fmv.w.x", "fmv.d.x"),
                 _ => None,
             }
         }

@@ -40,12 +40,25 @@ impl Program {
         let mut starts: BTreeSet<u64> = image.functions.iter().map(|f| f.addr).collect();
         starts.insert(image.entry);
         let mut insts: BTreeMap<u64, Inst> = BTreeMap::new();
+        // A sized symbol's code ends where the symbol says: the bytes after it (padding,
+        // literal data) are not decoded, so they cannot contribute false call targets.
+        let sized: BTreeMap<u64, u64> = image
+            .functions
+            .iter()
+            .filter(|f| f.size > 0)
+            .map(|f| (f.addr, f.addr.saturating_add(f.size)))
+            .collect();
         let mut pending: Vec<u64> = starts.iter().copied().collect();
         while let Some(start) = pending.pop() {
             let mut addr = start;
-            while !insts.contains_key(&addr) {
+            let limit = sized.get(&start).copied().unwrap_or(u64::MAX);
+            while !insts.contains_key(&addr) && addr < limit {
                 // Stop at the next known start: it is decoded from there.
                 if addr != start && starts.contains(&addr) {
+                    break;
+                }
+                // The second half of a decoded 4-byte instruction is no instruction.
+                if insts.get(&addr.wrapping_sub(2)).is_some_and(|i| i.len == 4) {
                     break;
                 }
                 let Some(inst) = image.code_at(addr).and_then(|code| decode(addr, code)) else {
@@ -65,16 +78,25 @@ impl Program {
                 addr += inst.len as u64;
             }
         }
+        // A start that is no instruction's address (a call target decoded from data) starts
+        // nothing.
+        starts.retain(|a| insts.contains_key(a));
         let mut leaders: BTreeSet<u64> = starts.clone();
         let mut built: BTreeMap<u8, u64> = BTreeMap::new();
         // Addresses built in registers, which may be jump tables of 32-bit offsets from
         // themselves (GCC's switch tables on RISC-V).
         let mut tables: BTreeSet<u64> = BTreeSet::new();
+        // Code addresses each instruction names (the calls graph's edges), and those data
+        // holds (roots: any of them may be called).
+        let mut refs: Vec<(u64, u64)> = Vec::new();
+        let mut roots: Vec<u64> = vec![image.entry];
         for inst in insts.values() {
             let next = inst.addr + inst.len as u64;
             match inst.op {
                 Op::Branch { offset, .. } | Op::Jal { offset, .. } => {
-                    leaders.insert(inst.addr.wrapping_add(offset as u64));
+                    let target = inst.addr.wrapping_add(offset as u64);
+                    leaders.insert(target);
+                    refs.push((inst.addr, target));
                 }
                 _ => {}
             }
@@ -98,6 +120,7 @@ impl Program {
                 } if built.contains_key(&rs1) => {
                     let value = built[&rs1].wrapping_add(imm as u64);
                     leaders.insert(value);
+                    refs.push((inst.addr, value));
                     tables.insert(value);
                     built.remove(&rd);
                 }
@@ -115,12 +138,14 @@ impl Program {
                 let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]) as u64;
                 if insts.contains_key(&v) {
                     leaders.insert(v);
+                    roots.push(v);
                 }
                 if i % 2 == 0 && base % 8 == 0 {
                     if let Some(hi) = seg.data.get(i * 4 + 4..i * 4 + 8) {
                         let v = v | (u32::from_le_bytes([hi[0], hi[1], hi[2], hi[3]]) as u64) << 32;
                         if insts.contains_key(&v) {
                             leaders.insert(v);
+                            roots.push(v);
                         }
                     }
                 }
@@ -172,8 +197,40 @@ impl Program {
                 insts: body,
             });
         }
+        let functions = reachable(functions, &refs, &roots);
         Ok(Program { functions, leaders })
     }
+}
+
+/// The functions control can reach from `roots` through the code addresses functions name
+/// (`refs`: from an instruction's address to a target): the rest is never translated.
+fn reachable(functions: Vec<Function>, refs: &[(u64, u64)], roots: &[u64]) -> Vec<Function> {
+    let holder = |addr: u64| -> Option<usize> {
+        let k = functions
+            .partition_point(|f| f.start <= addr)
+            .checked_sub(1)?;
+        (addr < functions[k].end).then_some(k)
+    };
+    let mut edges: Vec<Vec<usize>> = vec![Vec::new(); functions.len()];
+    for &(from, to) in refs {
+        if let (Some(a), Some(b)) = (holder(from), holder(to)) {
+            if a != b {
+                edges[a].push(b);
+            }
+        }
+    }
+    let mut live = vec![false; functions.len()];
+    let mut work: Vec<usize> = roots.iter().filter_map(|&r| holder(r)).collect();
+    while let Some(k) = work.pop() {
+        if !std::mem::replace(&mut live[k], true) {
+            work.extend(edges[k].iter().copied().filter(|&j| !live[j]));
+        }
+    }
+    functions
+        .into_iter()
+        .zip(live)
+        .filter_map(|(f, keep)| keep.then_some(f))
+        .collect()
 }
 
 /// The register an operation writes (x0 included when named: callers filter it), numbered as
