@@ -10,10 +10,17 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
 CC="${CC:-riscv64-linux-gnu-gcc}"
 mkdir -p bin
+obj="$(mktemp -d)"
+trap 'rm -rf "$obj"' EXIT
+"$CC" -c lib/start.S -o "$obj/start.o"
+"$CC" -c -O2 -ffreestanding -fno-builtin -fno-stack-protector -Ilib lib/mini.c -o "$obj/mini.o"
 
 for s in isa/*.S; do
     name="isa-$(basename "$s" .S)"
-    "$CC" -nostdlib -static -march=rv64imafdc_zicsr_zifencei -mabi=lp64d -Iisa "$s" -o "bin/$name.elf"
+    # Objects first, under fixed names: linking sources directly puts a random temporary file
+    # name into the symbol table, and the committed binaries would change on every build.
+    "$CC" -c -march=rv64imafdc_zicsr_zifencei -mabi=lp64d -Iisa "$s" -o "$obj/$name.o"
+    "$CC" -nostdlib -static "$obj/$name.o" -o "bin/$name.elf"
     if command -v qemu-riscv64 >/dev/null; then
         code=0
         qemu-riscv64 "bin/$name.elf" || code=$?
@@ -26,13 +33,14 @@ done
 
 for s in src/*.c; do
     name="$(basename "$s" .c)"
-    "$CC" -O2 -static -nostdlib -ffreestanding -fno-builtin -fno-stack-protector -Ilib \
-        lib/start.S lib/mini.c "$s" -lgcc -o "bin/$name.elf"
+    "$CC" -c -O2 -ffreestanding -fno-builtin -fno-stack-protector -Ilib "$s" -o "$obj/$name.o"
+    "$CC" -static -nostdlib "$obj/start.o" "$obj/mini.o" "$obj/$name.o" -lgcc -o "bin/$name.elf"
     echo "  bin/$name.elf"
 done
 
 for s in src/glibc/*.c; do
     name="glibc-$(basename "$s" .c)"
-    "$CC" -O2 -static "$s" -o "bin/$name.elf"
+    "$CC" -c -O2 "$s" -o "$obj/$name.o"
+    "$CC" -static "$obj/$name.o" -o "bin/$name.elf"
     echo "  bin/$name.elf"
 done

@@ -4,7 +4,7 @@
 int main(int argc, char **argv) {
     long n = argc > 1 ? parse_long(argv[1]) : 24;
     u64 seed = argc > 2 ? (u64)parse_long(argv[2]) : 1;
-    if (n < 1 || n > 200) { out_str("N must be 1..200\n"); return 2; }
+    if (n < 1 || n > 600) { out_str("N must be 1..600\n"); return 2; }
     i64 *a = malloc(n * n * 8), *b = malloc(n * n * 8), *c = malloc(n * n * 8);
     for (long i = 0; i < n * n; i++) {
         seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;

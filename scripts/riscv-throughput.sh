@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Throughput of translated RISC-V programs (docs/riscv.md): the same C sources as native-x86
+# (the mini libc's x86-64 port), under qemu-riscv64, and translated by warpvisor on wasmtime
+# and on cpu (one VM; the kernel cache warmed by a first run). Wall-clock seconds, best of 3.
+# Usage: scripts/riscv-throughput.sh [WARPVISOR] (default target/release/warpvisor)
+# Needs: qemu-user, gcc-riscv64-linux-gnu (for nothing but guests/riscv/build.sh), cc.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+wv="${1:-$root/target/release/warpvisor}"
+g="$root/guests/riscv"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+native() {
+    cc -O2 -static -nostdlib -ffreestanding -fno-builtin -fno-stack-protector -I"$g/lib" \
+        "$g/lib/start-x86_64.S" "$g/lib/mini.c" "$g/src/$1.c" -lgcc -o "$work/$1-x86" 2>/dev/null
+}
+
+# Inputs: 16 MiB of pseudo-random text.
+python3 - "$work/text" <<'PY'
+import sys, random
+random.seed(7)
+words = "the gpu runs many virtual machines and each one is a RISC-V program".split()
+out = []
+size = 0
+while size < 16 << 20:
+    w = random.choice(words)
+    out.append(w)
+    size += len(w) + 1
+open(sys.argv[1], "w").write(" ".join(out))
+PY
+python3 -c 'import json,sys,base64; d=open(sys.argv[1],"rb").read(); print(json.dumps({"args": [], "stdin_base64": base64.b64encode(d).decode()}))' "$work/text" > "$work/text.jsonl"
+echo '{"args": ["500", "3"]}' > "$work/matmul.jsonl"
+
+best() { # best of 3 wall-clock seconds of "$@"
+    local b=""
+    for _ in 1 2 3; do
+        local s e
+        s=$(date +%s.%N); "$@" > /dev/null 2>&1; e=$(date +%s.%N)
+        b=$(python3 -c "import sys; t=float(sys.argv[2])-float(sys.argv[1]); b=sys.argv[3]; print(min(t, float(b)) if b else t)" "$s" "$e" "$b")
+    done
+    echo "$b"
+}
+
+printf "| program | native-x86 | qemu-riscv64 | warpvisor wasmtime | warpvisor cpu | cpu / qemu |\n|---|---|---|---|---|---|\n"
+for prog in sha256 crc32 compress tokenize matmul; do
+    native "$prog"
+    if [ "$prog" = matmul ]; then
+        n=$(best "$work/$prog-x86" 500 3)
+        q=$(best qemu-riscv64 "$g/bin/$prog.elf" 500 3)
+        jobs="$work/matmul.jsonl"
+    else
+        n=$(best sh -c "'$work/$prog-x86' < '$work/text'")
+        q=$(best sh -c "qemu-riscv64 '$g/bin/$prog.elf' < '$work/text'")
+        jobs="$work/text.jsonl"
+    fi
+    w=$(best "$wv" run "$g/bin/$prog.elf" --backend wasmtime --jobs "$jobs")
+    "$wv" run "$g/bin/$prog.elf" --backend cpu --jobs "$jobs" > /dev/null 2>&1
+    c=$(best "$wv" run "$g/bin/$prog.elf" --backend cpu --jobs "$jobs")
+    python3 -c "import sys; n,q,w,c=map(float,sys.argv[2:]); print(f'| {sys.argv[1]} | {n:.3f} | {q:.3f} | {w:.3f} | {c:.3f} | {c/q:.2f} |')" "$prog" "$n" "$q" "$w" "$c"
+done
