@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::decode::{decode, AluOp, Inst, Op};
 use super::elf::ElfImage;
+use super::translate::float;
 use super::RiscvError;
 
 /// The most instructions a program may have (a guard against translating data as code).
@@ -238,15 +239,7 @@ fn reachable(functions: Vec<Function>, refs: &[(u64, u64)], roots: &[u64]) -> Ve
 pub fn written(op: &Op) -> Option<u8> {
     match *op {
         Op::FloatLoad { rd, .. } => Some(32 + rd),
-        Op::Float { mnemonic, bits } => {
-            let rd = ((bits >> 7) & 31) as u8;
-            match mnemonic {
-                "fmv.x.w" | "fmv.x.d" => Some(rd),
-                "fmv.w.x" | "fmv.d.x" => Some(32 + rd),
-                m if m.starts_with("fsgnj") => Some(32 + rd),
-                _ => None,
-            }
-        }
+        Op::Float { mnemonic, bits } => float::operands(mnemonic, bits).0,
         Op::Lui { rd, .. }
         | Op::Auipc { rd, .. }
         | Op::Jal { rd, .. }
@@ -268,15 +261,7 @@ pub fn read(op: &Op) -> Vec<u8> {
     match *op {
         Op::FloatLoad { rs1, .. } => vec![rs1],
         Op::FloatStore { rs1, rs2, .. } => vec![rs1, 32 + rs2],
-        Op::Float { mnemonic, bits } => {
-            let (rs1, rs2) = (((bits >> 15) & 31) as u8, ((bits >> 20) & 31) as u8);
-            match mnemonic {
-                "fmv.x.w" | "fmv.x.d" => vec![32 + rs1],
-                "fmv.w.x" | "fmv.d.x" => vec![rs1],
-                m if m.starts_with("fsgnj") => vec![32 + rs1, 32 + rs2],
-                _ => Vec::new(),
-            }
-        }
+        Op::Float { mnemonic, bits } => float::operands(mnemonic, bits).1,
         Op::Jalr { rs1, .. } | Op::Load { rs1, .. } | Op::AluImm { rs1, .. } => vec![rs1],
         Op::LoadReserved { rs1, .. } => vec![rs1],
         Op::Branch { rs1, rs2, .. }

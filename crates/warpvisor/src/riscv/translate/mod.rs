@@ -6,6 +6,7 @@
 //! Memory: the runtime's scratch data below 0x10000, the executable at its own addresses,
 //! the stack above it, then the program break and anonymous mappings, grown on demand.
 
+pub mod float;
 mod function;
 mod ops;
 
@@ -15,8 +16,10 @@ use std::fmt::Write;
 use super::elf::ElfImage;
 use super::program::{Function, Program};
 
-/// The runtime spliced into every translated module.
+/// The runtime spliced into every translated module: system calls and integer helpers, then
+/// the floating-point helpers.
 const RUNTIME: &str = include_str!("runtime.wat");
+const FLOAT_RUNTIME: &str = include_str!("float.wat");
 
 /// The default size of a translated program's stack.
 pub const DEFAULT_STACK_SIZE: u64 = 1 << 20;
@@ -83,6 +86,7 @@ pub fn module(image: &ElfImage, program: &Program, options: &TranslateOptions) -
     let mut out = String::with_capacity(1 << 20);
     out.push_str("(module\n");
     out.push_str(RUNTIME);
+    out.push_str(FLOAT_RUNTIME);
     let _ = writeln!(
         out,
         "\n  ;; ---- this executable ----\n  (memory (export \"memory\") {})",

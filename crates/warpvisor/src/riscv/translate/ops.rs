@@ -260,6 +260,7 @@ impl Emitter<'_> {
                 get(F + rs2)
             ),
             Op::Float { mnemonic, bits } => float(mnemonic, bits)
+                .or_else(|| super::float::op(mnemonic, bits, pc))
                 .unwrap_or_else(|| format!("(call $unsupported (i64.const {pc:#x})) unreachable")),
             Op::Illegal { .. } => format!("(call $illegal (i64.const {pc:#x})) unreachable"),
             Op::Jal { .. } | Op::Jalr { .. } | Op::Branch { .. } => {
@@ -354,7 +355,7 @@ fn amo(op: AmoOp, double: bool, rd: u8, rs1: u8, rs2: u8) -> String {
 /// The upper half of a NaN-boxed single.
 const NAN_BOX: i64 = -0x1_0000_0000;
 
-/// The floating-point operations translated so far: moves and sign injection.
+/// Moves between register files and sign injection (the rest is in `float.rs`).
 fn float(mnemonic: &str, bits: u32) -> Option<String> {
     let (rd, rs1, rs2) = (
         ((bits >> 7) & 31) as u8,

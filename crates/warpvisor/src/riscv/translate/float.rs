@@ -1,0 +1,202 @@
+//! The F and D extensions: one line of WAT per instruction, on registers that hold raw bits
+//! (singles NaN-boxed). WebAssembly rounds to nearest-even; an instruction whose rounding
+//! mode is another (statically, or `frm` at run time for the dynamic mode) traps as
+//! unsupported, except conversions to integers, which implement all five modes. NaN results
+//! are RISC-V's canonical NaN. `fflags` is not accumulated (docs/riscv.md).
+
+use super::ops::{get, set, F};
+
+/// Which registers a floating-point instruction reads and writes, in the translator's
+/// numbering (integer 0–31, floating-point 32–63).
+pub fn operands(mnemonic: &str, bits: u32) -> (Option<u8>, Vec<u8>) {
+    let (rd, rs1, rs2, rs3) = fields(bits);
+    let base = mnemonic.split('.').next().unwrap_or("");
+    let int_dest = matches!(base, "feq" | "flt" | "fle" | "fclass")
+        || mnemonic.starts_with("fmv.x.")
+        || (base == "fcvt" && int_kind(mnemonic, 1).is_some());
+    let int_source =
+        mnemonic.ends_with(".x") || (base == "fcvt" && int_kind(mnemonic, 2).is_some());
+    let dest = Some(if int_dest { rd } else { F + rd });
+    let src1 = if int_source { rs1 } else { F + rs1 };
+    let reads = match base {
+        "fmadd" | "fmsub" | "fnmsub" | "fnmadd" => vec![F + rs1, F + rs2, F + rs3],
+        "fsqrt" | "fclass" | "fcvt" | "fmv" => vec![src1],
+        _ => vec![F + rs1, F + rs2],
+    };
+    (dest, reads)
+}
+
+fn fields(bits: u32) -> (u8, u8, u8, u8) {
+    (
+        ((bits >> 7) & 31) as u8,
+        ((bits >> 15) & 31) as u8,
+        ((bits >> 20) & 31) as u8,
+        (bits >> 27) as u8,
+    )
+}
+
+/// In `fcvt.A.B`, the integer kind of part `part` (1: A, 2: B): 0 w, 1 wu, 2 l, 3 lu.
+fn int_kind(mnemonic: &str, part: usize) -> Option<u32> {
+    match mnemonic.split('.').nth(part)? {
+        "w" => Some(0),
+        "wu" => Some(1),
+        "l" => Some(2),
+        "lu" => Some(3),
+        _ => None,
+    }
+}
+
+/// A register as an `f64` (`double`) or `f32` expression.
+fn value(r: u8, double: bool) -> String {
+    if double {
+        format!("(f64.reinterpret_i64 {})", get(F + r))
+    } else {
+        format!("(call $fs {})", get(F + r))
+    }
+}
+
+/// An `f64`/`f32` result as register bits, NaNs made canonical.
+fn result(expr: &str, double: bool) -> String {
+    if double {
+        format!("(call $cd {expr})")
+    } else {
+        format!("(call $cs {expr})")
+    }
+}
+
+/// The WAT of a floating-point instruction other than loads, stores and moves; `None` where
+/// it is not translated.
+pub fn op(mnemonic: &str, bits: u32, pc: u64) -> Option<String> {
+    let (rd, rs1, rs2, rs3) = fields(bits);
+    let rm = (bits >> 12) & 7;
+    let double = mnemonic.ends_with(".d") || mnemonic.starts_with("fcvt.d.");
+    let t = if double { "f64" } else { "f32" };
+    let (a, b) = (value(rs1, double), value(rs2, double));
+    let base = mnemonic.split('.').next().unwrap_or("");
+    if base == "fcvt" {
+        return Some(convert(mnemonic, rd, rs1, rm, pc));
+    }
+    // Arithmetic rounds to nearest-even only (in the other instructions these bits are part
+    // of the opcode).
+    let rne = match rm {
+        0 => String::new(),
+        7 => format!("(call $need_rne (i64.const {pc:#x})) "),
+        _ if matches!(base, "fmin" | "fmax" | "feq" | "flt" | "fle" | "fclass") => String::new(),
+        _ => {
+            return Some(format!(
+                "(call $unsupported (i64.const {pc:#x})) unreachable"
+            ))
+        }
+    };
+    let line = match base {
+        "fadd" | "fsub" | "fmul" | "fdiv" => {
+            let ins = &base[1..];
+            format!(
+                "{rne}{}",
+                set(F + rd, &result(&format!("({t}.{ins} {a} {b})"), double))
+            )
+        }
+        "fsqrt" => format!(
+            "{rne}{}",
+            set(F + rd, &result(&format!("({t}.sqrt {a})"), double))
+        ),
+        "fmin" | "fmax" => {
+            let w = if double { "d" } else { "s" };
+            set(
+                F + rd,
+                &format!("(call ${base}_{w} {} {})", get(F + rs1), get(F + rs2)),
+            )
+        }
+        "feq" | "flt" | "fle" => {
+            let cmp = &base[1..];
+            set(rd, &format!("(i64.extend_i32_u ({t}.{cmp} {a} {b}))"))
+        }
+        "fclass" => {
+            let w = if double { "d" } else { "s" };
+            set(rd, &format!("(call $fclass_{w} {})", get(F + rs1)))
+        }
+        "fmadd" | "fmsub" | "fnmsub" | "fnmadd" => {
+            let neg = |x: String, yes: bool| if yes { format!("({t}.neg {x})") } else { x };
+            let c = value(rs3, double);
+            let (na, nc) = match base {
+                "fmadd" => (false, false),
+                "fmsub" => (false, true),
+                "fnmsub" => (true, false),
+                _ => (true, true),
+            };
+            let w = if double { "d" } else { "s" };
+            format!(
+                "{rne}{}",
+                set(
+                    F + rd,
+                    &result(
+                        &format!("(call $fma_{w} {} {b} {})", neg(a, na), neg(c, nc)),
+                        double
+                    )
+                )
+            )
+        }
+        _ => return None,
+    };
+    Some(line)
+}
+
+/// `fcvt.A.B`: between the formats, integer → float (rounded to nearest-even: exact for the
+/// 32-bit sources), float → integer (every rounding mode, RISC-V's saturation and NaN rules).
+fn convert(mnemonic: &str, rd: u8, rs1: u8, rm: u32, pc: u64) -> String {
+    let parts: Vec<&str> = mnemonic.split('.').collect();
+    let (to, from) = (parts.get(1).copied(), parts.get(2).copied());
+    // To a float format: exact from a single or a 32-bit integer to a double; otherwise
+    // rounded to nearest-even only.
+    let exact = to == Some("d") && matches!(from, Some("s" | "w" | "wu"));
+    if matches!(to, Some("s" | "d")) && !exact {
+        match rm {
+            0 => {}
+            7 => {
+                return format!(
+                    "(call $need_rne (i64.const {pc:#x})) {}",
+                    convert(mnemonic, rd, rs1, 0, pc)
+                )
+            }
+            _ => return format!("(call $unsupported (i64.const {pc:#x})) unreachable"),
+        }
+    }
+    match (to, from) {
+        (Some("s"), Some("d")) => set(
+            F + rd,
+            &result(&format!("(f32.demote_f64 {})", value(rs1, true)), false),
+        ),
+        (Some("d"), Some("s")) => set(
+            F + rd,
+            &result(&format!("(f64.promote_f32 {})", value(rs1, false)), true),
+        ),
+        (Some(f @ ("s" | "d")), Some(_)) => {
+            let double = f == "d";
+            let t = if double { "f64" } else { "f32" };
+            let kind = int_kind(mnemonic, 2).unwrap_or(2);
+            let src = get(rs1);
+            let expr = match kind {
+                0 => format!("({t}.convert_i32_s (i32.wrap_i64 {src}))"),
+                1 => format!("({t}.convert_i32_u (i32.wrap_i64 {src}))"),
+                2 => format!("({t}.convert_i64_s {src})"),
+                _ => format!("({t}.convert_i64_u {src})"),
+            };
+            set(F + rd, &result(&expr, double))
+        }
+        (Some(_), Some(f)) => {
+            let kind = int_kind(mnemonic, 1).unwrap_or(2);
+            let x = if f == "d" {
+                value(rs1, true)
+            } else {
+                format!("(f64.promote_f32 {})", value(rs1, false))
+            };
+            set(
+                rd,
+                &format!(
+                    "(call $fcvt_int {x} (i32.const {kind}) (i32.const {rm}) (i64.const {pc:#x}))"
+                ),
+            )
+        }
+        _ => format!("(call $unsupported (i64.const {pc:#x})) unreachable"),
+    }
+}
