@@ -59,11 +59,12 @@ pub fn run(command: RiscvCommand) -> anyhow::Result<i32> {
     }
 }
 
-/// `bytes` as a WebAssembly module: a RISC-V executable is translated first.
+/// `bytes` as a WebAssembly module: a RISC-V executable is translated first (or its
+/// translation taken from the cache).
 pub fn module_bytes(bytes: Vec<u8>, path: &std::path::Path) -> anyhow::Result<Vec<u8>> {
     if !riscv::is_elf(&bytes) {
         return Ok(bytes);
     }
-    riscv::translate(&bytes, &TranslateOptions::default())
+    riscv::translate_cached(&bytes, &TranslateOptions::default())
         .with_context(|| format!("cannot translate {}", path.display()))
 }

@@ -44,3 +44,28 @@ pub fn translate(bytes: &[u8], options: &TranslateOptions) -> Result<Vec<u8>, Ri
     let wat = translate_to_wat(bytes, options)?;
     wat::parse_str(&wat).map_err(|e| RiscvError::Assemble(e.to_string()))
 }
+
+/// [`translate`], through the on-disk cache kernels use (`backend::cache`): keyed by the
+/// executable, the options and a fingerprint of the translator's sources. A cache that cannot
+/// be read or written only costs the translation.
+pub fn translate_cached(bytes: &[u8], options: &TranslateOptions) -> Result<Vec<u8>, RiscvError> {
+    use crate::backend::cache;
+    let key = cache::key(&[
+        b"riscv-translation",
+        env!("WARPVISOR_RISCV_TRANSLATOR").as_bytes(),
+        bytes,
+        &options.stack_size.to_le_bytes(),
+    ]);
+    let dir = cache::cache_dir().join("riscv");
+    let path = dir.join(format!("{key}.wasm"));
+    if let Ok(wasm) = std::fs::read(&path) {
+        if wasm.starts_with(b"\0asm") {
+            return Ok(wasm);
+        }
+    }
+    let wasm = translate(bytes, options)?;
+    if std::fs::create_dir_all(&dir).is_ok() {
+        let _ = cache::write_atomically(&path, &wasm);
+    }
+    Ok(wasm)
+}
