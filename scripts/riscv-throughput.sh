@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Throughput of translated RISC-V programs (docs/riscv.md): the same C sources as native-x86
 # (the mini libc's x86-64 port), under qemu-riscv64, and translated by warpvisor on wasmtime
-# and on cpu (one VM; the kernel cache warmed by a first run). Wall-clock seconds, best of 3.
+# and on cpu (one VM; the kernel cache warmed by a first run). Wall-clock seconds, best of 3,
+# of whole runs (translation from the cache, compilation or the kernel cache, the run); every
+# platform's output is checked against the native build's first.
 # Usage: scripts/riscv-throughput.sh [WARPVISOR] (default target/release/warpvisor)
 # Needs: qemu-user, gcc-riscv64-linux-gnu (for nothing but guests/riscv/build.sh), cc.
 set -euo pipefail
@@ -54,8 +56,23 @@ for prog in sha256 crc32 compress tokenize matmul; do
         q=$(best sh -c "qemu-riscv64 '$g/bin/$prog.elf' < '$work/text'")
         jobs="$work/text.jsonl"
     fi
-    w=$(best "$wv" run "$g/bin/$prog.elf" --backend wasmtime --jobs "$jobs")
-    "$wv" run "$g/bin/$prog.elf" --backend cpu --jobs "$jobs" > /dev/null 2>&1
-    c=$(best "$wv" run "$g/bin/$prog.elf" --backend cpu --jobs "$jobs")
+    # Every platform's output must be the native build's before any time counts.
+    if [ "$prog" = matmul ]; then
+        "$work/$prog-x86" 500 3 > "$work/native.out"
+        qemu-riscv64 "$g/bin/$prog.elf" 500 3 > "$work/qemu.out"
+    else
+        "$work/$prog-x86" < "$work/text" > "$work/native.out"
+        qemu-riscv64 "$g/bin/$prog.elf" < "$work/text" > "$work/qemu.out"
+    fi
+    cmp -s "$work/native.out" "$work/qemu.out" || { echo "$prog: qemu differs from native" >&2; exit 1; }
+    for backend in wasmtime cpu; do
+        "$wv" run "$g/bin/$prog.elf" --backend "$backend" --max-memory 4096 --jobs "$jobs" \
+            | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["stdout"], end="")' \
+            > "$work/$backend.out"
+        cmp -s "$work/native.out" "$work/$backend.out" \
+            || { echo "$prog: warpvisor $backend differs from native" >&2; exit 1; }
+    done
+    w=$(best "$wv" run "$g/bin/$prog.elf" --backend wasmtime --max-memory 4096 --jobs "$jobs")
+    c=$(best "$wv" run "$g/bin/$prog.elf" --backend cpu --max-memory 4096 --jobs "$jobs")
     python3 -c "import sys; n,q,w,c=map(float,sys.argv[2:]); print(f'| {sys.argv[1]} | {n:.3f} | {q:.3f} | {w:.3f} | {c:.3f} | {c/q:.2f} |')" "$prog" "$n" "$q" "$w" "$c"
 done

@@ -665,6 +665,23 @@ fn the_command_line_translates_runs_and_refuses_executables() {
     let stdout = String::from_utf8_lossy(&r.stdout);
     assert_eq!(r.status.code(), Some(9), "{stdout}");
     assert!(stdout.contains("arg 1: x"), "{stdout}");
+    // `simt` takes an executable too.
+    let jobs = dir.join("jobs.jsonl");
+    std::fs::write(&jobs, "{\"args\": [\"a\"]}\n{\"args\": [\"b\", \"c\"]}\n").unwrap();
+    let trace = dir.join("hello.trace");
+    let r = wv(&[
+        "simt".as_ref(),
+        "trace".as_ref(),
+        hello.as_os_str(),
+        "--jobs".as_ref(),
+        jobs.as_os_str(),
+        "--vms".as_ref(),
+        "2".as_ref(),
+        "-o".as_ref(),
+        trace.as_os_str(),
+    ]);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(std::fs::metadata(&trace).is_ok_and(|m| m.len() > 0));
     // Not executables warpvisor takes.
     let mut pie = std::fs::read(&hello).unwrap();
     pie[16] = 3; // ET_DYN
@@ -724,4 +741,21 @@ fn translated_programs_run_on_cuda_through_the_cpu_driver() {
         String::from_utf8_lossy(&r[0].stdout),
         want["crc32-text"].stdout
     );
+}
+
+/// Every committed guest translates into a module that WebAssembly validation accepts.
+#[test]
+fn every_guest_translates_into_a_valid_module() {
+    let mut n = 0;
+    for entry in std::fs::read_dir(guests().join("bin")).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        let wasm = riscv::translate(&bytes, &TranslateOptions::default())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        wasmparser::Validator::new()
+            .validate_all(&wasm)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        n += 1;
+    }
+    assert!(n >= 18, "{n} guests");
 }
