@@ -89,6 +89,8 @@ fn j_type(imm: i32, rd: u32) -> u32 {
 /// The register holding the data area's address; x30 addresses atomics.
 const BASE: u32 = 31;
 const AMO_ADDR: u32 = 30;
+/// The loop counter (never written by the random instructions).
+const COUNTER: u32 = 29;
 /// Data area: the initial registers (31 words), the dump (31 words + padding), the scratch.
 const INIT: i32 = 0;
 const DUMP: i32 = 256;
@@ -99,133 +101,146 @@ const SCRATCH_LEN: i32 = 256;
 fn program(seed: u64) -> String {
     let mut rng = Rng(seed);
     let mut body: Vec<u32> = Vec::new();
-    let reg = |rng: &mut Rng| 1 + rng.below(29) as u32; // x1..x29
-    let src = |rng: &mut Rng| rng.below(30) as u32; // x0..x29
     let n = 20 + rng.below(60);
     while (body.len() as u64) < n {
-        match rng.below(12) {
-            0..=3 => {
-                // OP and OP-32 (M included)
-                let word = rng.below(3) == 0;
-                let ops: &[(u32, u32)] = if word {
-                    &[
-                        (0, 0),
-                        (0x20, 0),
-                        (0, 1),
-                        (0, 5),
-                        (0x20, 5),
-                        (1, 0),
-                        (1, 4),
-                        (1, 5),
-                        (1, 6),
-                        (1, 7),
-                    ]
-                } else {
-                    &[
-                        (0, 0),
-                        (0x20, 0),
-                        (0, 1),
-                        (0, 2),
-                        (0, 3),
-                        (0, 4),
-                        (0, 5),
-                        (0x20, 5),
-                        (0, 6),
-                        (0, 7),
-                        (1, 0),
-                        (1, 1),
-                        (1, 2),
-                        (1, 3),
-                        (1, 4),
-                        (1, 5),
-                        (1, 6),
-                        (1, 7),
-                    ]
-                };
-                let (f7, f3) = ops[rng.below(ops.len() as u64) as usize];
-                let op = if word { 0x3b } else { 0x33 };
-                body.push(r_type(
-                    f7,
-                    src(&mut rng),
-                    src(&mut rng),
-                    f3,
-                    reg(&mut rng),
-                    op,
-                ));
+        if rng.below(10) == 0 {
+            // A counted loop of straight-line instructions: x29 counts up from 0 (it is 0
+            // outside loops, so a branch that skips into the body still ends the loop), x28
+            // holds the comparison.
+            let iterations = 1 + rng.below(5) as i32;
+            body.push(i_type(0, 0, 0, COUNTER, 0x13));
+            let start = body.len();
+            for _ in 0..1 + rng.below(6) {
+                instruction(&mut rng, &mut body, true);
             }
-            4..=5 => {
-                // OP-IMM and OP-IMM-32
-                let word = rng.below(3) == 0;
-                let f3 = if word {
-                    [0, 1, 5][rng.below(3) as usize]
-                } else {
-                    rng.below(8) as u32
-                };
-                let imm = match f3 {
-                    1 => rng.below(if word { 32 } else { 64 }) as i32,
-                    5 => {
-                        let sh = rng.below(if word { 32 } else { 64 }) as i32;
-                        if rng.below(2) == 0 {
-                            sh
-                        } else {
-                            sh | 0x400
-                        }
-                    }
-                    _ => rng.below(4096) as i32 - 2048,
-                };
-                let op = if word { 0x1b } else { 0x13 };
-                body.push(i_type(imm, src(&mut rng), f3, reg(&mut rng), op));
-            }
-            6 => {
-                // lui / auipc
-                let op = if rng.below(2) == 0 { 0x37 } else { 0x17 };
-                body.push((rng.next() as u32 & 0xffff_f000) | reg(&mut rng) << 7 | op);
-            }
-            7 => {
-                // a load from the scratch buffer (any alignment)
-                let f3 = [0, 1, 2, 3, 4, 5, 6][rng.below(7) as usize];
-                let off = SCRATCH + rng.below(SCRATCH_LEN as u64 - 8) as i32;
-                body.push(i_type(off, BASE, f3, reg(&mut rng), 0x03));
-            }
-            8 => {
-                let f3 = rng.below(4) as u32;
-                let off = SCRATCH + rng.below(SCRATCH_LEN as u64 - 8) as i32;
-                body.push(s_type(off, src(&mut rng), BASE, f3, 0x23));
-            }
-            9 => {
-                // an atomic on an aligned scratch word: x30 = base + offset, then the AMO
-                let double = rng.below(2) == 0;
-                let off = SCRATCH + 8 * rng.below(SCRATCH_LEN as u64 / 8) as i32;
-                body.push(i_type(off, BASE, 0, AMO_ADDR, 0x13));
-                let f5 =
-                    [0x01, 0x00, 0x04, 0x0c, 0x08, 0x10, 0x14, 0x18, 0x1c][rng.below(9) as usize];
-                let f3 = if double { 3 } else { 2 };
-                body.push(r_type(
-                    f5 << 2,
-                    src(&mut rng),
-                    AMO_ADDR,
-                    f3,
-                    reg(&mut rng),
-                    0x2f,
-                ));
-            }
-            10 => {
-                // a forward branch over 1-3 instructions
-                let skip = 1 + rng.below(3) as i32;
-                let f3 = [0, 1, 4, 5, 6, 7][rng.below(6) as usize];
-                body.push(b_type(4 * (skip + 1), src(&mut rng), src(&mut rng), f3));
-            }
-            _ => {
-                // a forward jal that links into a random register
-                let skip = 1 + rng.below(2) as i32;
-                let rd = if rng.below(2) == 0 { 0 } else { reg(&mut rng) };
-                body.push(j_type(4 * (skip + 1), rd));
-            }
+            body.push(i_type(1, COUNTER, 0, COUNTER, 0x13));
+            body.push(i_type(iterations, COUNTER, 3, 28, 0x13)); // sltiu x28, x29, n
+            let back = -4 * (body.len() - start) as i32;
+            body.push(b_type(back, 0, 28, 1)); // bne x28, x0, start
+            body.push(i_type(0, 0, 0, COUNTER, 0x13));
+        } else {
+            instruction(&mut rng, &mut body, false);
         }
     }
     // Branches past the end land on the epilogue's first instructions: pad with nops.
     body.extend([0x13; 4]);
+    assemble(&mut rng, &body)
+}
 
+/// One random instruction (two for an atomic: its address first); no control flow when
+/// `straight`.
+fn instruction(rng: &mut Rng, body: &mut Vec<u32>, straight: bool) {
+    let reg = |rng: &mut Rng| 1 + rng.below(28) as u32; // x1..x28
+    let src = |rng: &mut Rng| rng.below(30) as u32; // x0..x29
+    match rng.below(if straight { 10 } else { 12 }) {
+        0..=3 => {
+            // OP and OP-32 (M included)
+            let word = rng.below(3) == 0;
+            let ops: &[(u32, u32)] = if word {
+                &[
+                    (0, 0),
+                    (0x20, 0),
+                    (0, 1),
+                    (0, 5),
+                    (0x20, 5),
+                    (1, 0),
+                    (1, 4),
+                    (1, 5),
+                    (1, 6),
+                    (1, 7),
+                ]
+            } else {
+                &[
+                    (0, 0),
+                    (0x20, 0),
+                    (0, 1),
+                    (0, 2),
+                    (0, 3),
+                    (0, 4),
+                    (0, 5),
+                    (0x20, 5),
+                    (0, 6),
+                    (0, 7),
+                    (1, 0),
+                    (1, 1),
+                    (1, 2),
+                    (1, 3),
+                    (1, 4),
+                    (1, 5),
+                    (1, 6),
+                    (1, 7),
+                ]
+            };
+            let (f7, f3) = ops[rng.below(ops.len() as u64) as usize];
+            let op = if word { 0x3b } else { 0x33 };
+            body.push(r_type(f7, src(rng), src(rng), f3, reg(rng), op));
+        }
+        4..=5 => {
+            // OP-IMM and OP-IMM-32
+            let word = rng.below(3) == 0;
+            let f3 = if word {
+                [0, 1, 5][rng.below(3) as usize]
+            } else {
+                rng.below(8) as u32
+            };
+            let imm = match f3 {
+                1 => rng.below(if word { 32 } else { 64 }) as i32,
+                5 => {
+                    let sh = rng.below(if word { 32 } else { 64 }) as i32;
+                    if rng.below(2) == 0 {
+                        sh
+                    } else {
+                        sh | 0x400
+                    }
+                }
+                _ => rng.below(4096) as i32 - 2048,
+            };
+            let op = if word { 0x1b } else { 0x13 };
+            body.push(i_type(imm, src(rng), f3, reg(rng), op));
+        }
+        6 => {
+            // lui / auipc
+            let op = if rng.below(2) == 0 { 0x37 } else { 0x17 };
+            body.push((rng.next() as u32 & 0xffff_f000) | reg(rng) << 7 | op);
+        }
+        7 => {
+            // a load from the scratch buffer (any alignment)
+            let f3 = [0, 1, 2, 3, 4, 5, 6][rng.below(7) as usize];
+            let off = SCRATCH + rng.below(SCRATCH_LEN as u64 - 8) as i32;
+            body.push(i_type(off, BASE, f3, reg(rng), 0x03));
+        }
+        8 => {
+            let f3 = rng.below(4) as u32;
+            let off = SCRATCH + rng.below(SCRATCH_LEN as u64 - 8) as i32;
+            body.push(s_type(off, src(rng), BASE, f3, 0x23));
+        }
+        9 => {
+            // an atomic on an aligned scratch word: x30 = base + offset, then the AMO
+            let double = rng.below(2) == 0;
+            let off = SCRATCH + 8 * rng.below(SCRATCH_LEN as u64 / 8) as i32;
+            body.push(i_type(off, BASE, 0, AMO_ADDR, 0x13));
+            let f5 = [0x01, 0x00, 0x04, 0x0c, 0x08, 0x10, 0x14, 0x18, 0x1c][rng.below(9) as usize];
+            let f3 = if double { 3 } else { 2 };
+            body.push(r_type(f5 << 2, src(rng), AMO_ADDR, f3, reg(rng), 0x2f));
+        }
+        10 => {
+            // a forward branch over 1-3 instructions
+            let skip = 1 + rng.below(3) as i32;
+            let f3 = [0, 1, 4, 5, 6, 7][rng.below(6) as usize];
+            body.push(b_type(4 * (skip + 1), src(rng), src(rng), f3));
+        }
+        _ => {
+            // a forward jal that links into a random register
+            let skip = 1 + rng.below(2) as i32;
+            let rd = if rng.below(2) == 0 { 0 } else { reg(rng) };
+            body.push(j_type(4 * (skip + 1), rd));
+        }
+    }
+}
+
+/// The program around `body`: the prologue that sets the registers, the epilogue that dumps
+/// them, and the data area.
+fn assemble(rng: &mut Rng, body: &[u32]) -> String {
     // Prologue: x31 = data area (`la`, below); every other register from the table.
     let mut code: Vec<u32> = Vec::new();
     for r in 1..31u32 {
@@ -234,7 +249,8 @@ fn program(seed: u64) -> String {
     // x30 holds an aligned scratch address from the start: a branch may skip the `addi` that
     // sets it before an atomic.
     code.push(i_type(SCRATCH, BASE, 0, AMO_ADDR, 0x13));
-    code.extend(&body);
+    code.push(i_type(0, 0, 0, COUNTER, 0x13));
+    code.extend(body);
     // Epilogue: dump x1..x31, write the dump and the scratch, exit 0.
     for r in 1..32u32 {
         code.push(s_type(DUMP + 8 * r as i32, r, BASE, 3, 0x23));
@@ -354,7 +370,7 @@ fn random_programs_dump_the_registers_qemu_dumps() {
         max_memory_pages: 64,
     };
     let seeds = range();
-    let failures: Vec<u64> = warpvisor::work_queue::map_indexed(
+    let failures: Vec<(Option<u64>, bool)> = warpvisor::work_queue::map_indexed(
         (seeds.end - seeds.start) as usize,
         warpvisor::work_queue::default_workers(),
         |i| {
@@ -370,20 +386,22 @@ fn random_programs_dump_the_registers_qemu_dumps() {
                 .unwrap()
                 .0;
             let _ = std::fs::remove_file(&path);
-            if ours[0].stdout != theirs || ours[0].exit_code != 0 {
+            // Whether a loop ran as a `loop` of its own block (not through the dispatch).
+            let looped = riscv::translate_to_wat(&bytes, &TranslateOptions::default())
+                .is_ok_and(|w| w.contains("(loop $C"));
+            let differs = ours[0].stdout != theirs || ours[0].exit_code != 0;
+            if differs {
                 eprintln!("seed {seed}: differs from qemu");
-                Some(seed)
-            } else {
-                None
             }
+            (differs.then_some(seed), looped)
         },
-    )
-    .into_iter()
-    .flatten()
-    .collect();
+    );
+    let looped = failures.iter().filter(|(_, l)| *l).count();
+    let failures: Vec<u64> = failures.into_iter().filter_map(|(f, _)| f).collect();
+    assert!(looped > 0, "no program had a loop");
     let _ = std::fs::remove_dir_all(&dir);
     eprintln!(
-        "{} random programs compared with qemu, {} differ",
+        "{} random programs compared with qemu ({looped} with loops), {} differ",
         seeds.end - seeds.start,
         failures.len()
     );

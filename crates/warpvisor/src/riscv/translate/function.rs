@@ -4,8 +4,9 @@
 //! returns the address where execution goes on — normally its caller's return address.
 //!
 //! Blocks are dispatched by a `br_table` over the function's halfword offsets inside a
-//! `loop`: forward jumps branch straight to their block's label, backward jumps and unknown
-//! targets go through the table. A call is a direct WebAssembly call; when the callee returns
+//! `loop`: forward jumps branch straight to their block's label, a block that branches back to
+//! its own start runs in a `loop` of its own, other backward jumps and unknown targets go
+//! through the table. A call is a direct WebAssembly call; when the callee returns
 //! somewhere other than the return address (a tail call, `longjmp`), that address is run from
 //! here until control comes back into this function.
 
@@ -94,15 +95,43 @@ pub fn emit(f: &Function, ctx: &Context, out: &mut String) {
         e.spill(),
         e.reload()
     );
+    // Blocks that branch back to their own start (tight loops) run inside a `loop`, so that
+    // the branch is a plain `br_if` instead of a trip through the dispatch table.
+    let mut self_loop = vec![false; blocks.len()];
+    let mut current = 0usize;
+    for inst in &f.insts {
+        if blocks.get(current + 1) == Some(&inst.addr) {
+            current += 1;
+        }
+        if let Op::Branch { offset, .. } | Op::Jal { rd: 0, offset } = inst.op {
+            if inst.addr.wrapping_add(offset as u64) == blocks[current] {
+                self_loop[current] = true;
+            }
+        }
+    }
     let mut block = 0usize;
     for inst in &f.insts {
         if blocks.get(block) == Some(&inst.addr) {
+            if block > 0 && self_loop[block - 1] {
+                let _ = writeln!(out, "    ) ;; loop $C{}", block - 1);
+            }
             let _ = writeln!(out, "    ) ;; $L{block}: {:#x}", inst.addr);
+            if self_loop[block] {
+                let _ = writeln!(out, "    (loop $C{block}");
+            }
             block += 1;
         }
+        // The block this instruction is in, and the label that restarts it if it loops.
+        let here = block - 1;
+        let restart = (self_loop[here]).then(|| (blocks[here], format!("$C{here}")));
         let _ = writeln!(out, "    ;; {:x}: {}", inst.addr, disasm::text(inst));
         // Where a jump to `target` goes: a later block's label, the table, or out.
         let jump = |target: u64| -> String {
+            if let Some((start, label)) = &restart {
+                if *start == target {
+                    return format!("(br {label})");
+                }
+            }
             match index.get(&target) {
                 Some(&j) if j >= block => format!("(br $L{j})"),
                 Some(_) => format!("(local.set $pc (i64.const {target:#x})) (br $dispatch)"),
@@ -168,6 +197,9 @@ pub fn emit(f: &Function, ctx: &Context, out: &mut String) {
                     Some(&j) if j >= block => {
                         let _ = writeln!(out, "    (br_if $L{j} {cond})");
                     }
+                    _ if restart.as_ref().is_some_and(|(start, _)| *start == target) => {
+                        let _ = writeln!(out, "    (br_if $C{here} {cond})");
+                    }
                     _ => {
                         let _ = writeln!(out, "    (if {cond} (then {}))", jump(target));
                     }
@@ -175,6 +207,9 @@ pub fn emit(f: &Function, ctx: &Context, out: &mut String) {
             }
             _ => out.push_str(&e.op(inst)),
         }
+    }
+    if self_loop.last() == Some(&true) {
+        let _ = writeln!(out, "    ) ;; loop $C{}", blocks.len() - 1);
     }
     // Falling off the end runs on at the next function.
     let _ = writeln!(
