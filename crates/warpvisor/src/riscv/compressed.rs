@@ -38,6 +38,17 @@ fn ci_shamt(c: u16) -> i64 {
     (bit(c, 12, 5) | bits(c, 6, 2)) as i64
 }
 
+/// The offset of the CL/CS-format word loads and stores (`c.lw`, `c.sw`): uimm[5:3|2|6].
+fn word_offset(c: u16) -> i64 {
+    (bits(c, 12, 10) << 3 | bit(c, 6, 2) | bit(c, 5, 6)) as i64
+}
+
+/// The offset of the CL/CS-format doubleword loads and stores (`c.ld`, `c.sd`, `c.fld`,
+/// `c.fsd`): uimm[5:3|7:6].
+fn double_offset(c: u16) -> i64 {
+    (bits(c, 12, 10) << 3 | bits(c, 6, 5) << 6) as i64
+}
+
 /// Expands one 16-bit instruction.
 pub fn expand(c: u16) -> Op {
     let illegal = Op::Illegal { bits: c as u32 };
@@ -61,37 +72,37 @@ pub fn expand(c: u16) -> Op {
             double: true,
             rd: creg(c, 2),
             rs1: creg(c, 7),
-            offset: (bits(c, 12, 10) << 3 | bits(c, 6, 5) << 6) as i64,
+            offset: double_offset(c),
         },
         (0, 2) => Op::Load {
             op: LoadOp::W,
             rd: creg(c, 2),
             rs1: creg(c, 7),
-            offset: (bits(c, 12, 10) << 3 | bit(c, 6, 2) | bit(c, 5, 6)) as i64,
+            offset: word_offset(c),
         },
         (0, 3) => Op::Load {
             op: LoadOp::D,
             rd: creg(c, 2),
             rs1: creg(c, 7),
-            offset: (bits(c, 12, 10) << 3 | bits(c, 6, 5) << 6) as i64,
+            offset: double_offset(c),
         },
         (0, 5) => Op::FloatStore {
             double: true,
             rs1: creg(c, 7),
             rs2: creg(c, 2),
-            offset: (bits(c, 12, 10) << 3 | bits(c, 6, 5) << 6) as i64,
+            offset: double_offset(c),
         },
         (0, 6) => Op::Store {
             op: StoreOp::W,
             rs1: creg(c, 7),
             rs2: creg(c, 2),
-            offset: (bits(c, 12, 10) << 3 | bit(c, 6, 2) | bit(c, 5, 6)) as i64,
+            offset: word_offset(c),
         },
         (0, 7) => Op::Store {
             op: StoreOp::D,
             rs1: creg(c, 7),
             rs2: creg(c, 2),
-            offset: (bits(c, 12, 10) << 3 | bits(c, 6, 5) << 6) as i64,
+            offset: double_offset(c),
         },
         // Quadrant 1.
         (1, 0) => {
