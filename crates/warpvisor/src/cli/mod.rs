@@ -285,8 +285,7 @@ pub(crate) fn parse_interleave(s: &str) -> Result<u32, String> {
 }
 
 /// Reads a module file of at most [`MAX_MODULE_FILE_SIZE`] bytes (a RISC-V executable is
-/// translated into one), naming it in the
-/// error.
+/// translated into one), naming it in the error.
 pub fn read_file(path: &Path) -> anyhow::Result<Vec<u8>> {
     riscv::module_bytes(
         read_limited(path, MAX_MODULE_FILE_SIZE, "module file")?,

@@ -64,9 +64,12 @@ fn result(expr: &str, double: bool) -> String {
     }
 }
 
-/// The WAT of a floating-point instruction other than loads, stores and moves; `None` where
+/// The WAT of a floating-point instruction other than loads and stores; `None` where
 /// it is not translated.
 pub fn op(mnemonic: &str, bits: u32, pc: u64) -> Option<String> {
+    if let Some(line) = moves(mnemonic, bits) {
+        return Some(line);
+    }
     let (rd, rs1, rs2, rs3) = fields(bits);
     let rm = (bits >> 12) & 7;
     let double = mnemonic.ends_with(".d") || mnemonic.starts_with("fcvt.d.");
@@ -199,4 +202,60 @@ fn convert(mnemonic: &str, rd: u8, rs1: u8, rm: u32, pc: u64) -> String {
         }
         _ => format!("(call $unsupported (i64.const {pc:#x})) unreachable"),
     }
+}
+
+/// The upper half of a NaN-boxed single.
+pub const NAN_BOX: i64 = -0x1_0000_0000;
+
+/// Moves between the register files and sign injection: bit operations, no rounding.
+fn moves(mnemonic: &str, bits: u32) -> Option<String> {
+    let (rd, rs1, rs2, _) = fields(bits);
+    let sign = |op: &str, a: String, b: String, mask: i64| -> String {
+        let s = match op {
+            "fsgnj" => b,
+            "fsgnjn" => format!("(i64.xor {b} (i64.const -1))"),
+            _ => format!("(i64.xor {a} {b})"),
+        };
+        format!(
+            "(i64.or (i64.and {a} (i64.const {})) (i64.and {s} (i64.const {mask})))",
+            !mask
+        )
+    };
+    Some(match mnemonic {
+        "fmv.x.w" => set(
+            rd,
+            &format!("(i64.extend_i32_s (i32.wrap_i64 {}))", get(F + rs1)),
+        ),
+        "fmv.x.d" => set(rd, &get(F + rs1)),
+        "fmv.w.x" => set(
+            F + rd,
+            &format!(
+                "(i64.or (i64.and {} (i64.const 0xffffffff)) (i64.const {NAN_BOX}))",
+                get(rs1)
+            ),
+        ),
+        "fmv.d.x" => set(F + rd, &get(rs1)),
+        "fsgnj.d" | "fsgnjn.d" | "fsgnjx.d" => set(
+            F + rd,
+            &sign(
+                &mnemonic[..mnemonic.len() - 2],
+                get(F + rs1),
+                get(F + rs2),
+                i64::MIN,
+            ),
+        ),
+        "fsgnj.s" | "fsgnjn.s" | "fsgnjx.s" => set(
+            F + rd,
+            &format!(
+                "(i64.or (i64.and {} (i64.const 0xffffffff)) (i64.const {NAN_BOX}))",
+                sign(
+                    &mnemonic[..mnemonic.len() - 2],
+                    format!("(call $unbox {})", get(F + rs1)),
+                    format!("(call $unbox {})", get(F + rs2)),
+                    0x8000_0000,
+                )
+            ),
+        ),
+        _ => return None,
+    })
 }

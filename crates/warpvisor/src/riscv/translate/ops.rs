@@ -244,7 +244,7 @@ impl Emitter<'_> {
                 let value = if double {
                     format!("(i64.load {})", address(rs1, offset))
                 } else {
-                    format!("(i64.or (i64.load32_u {}) (i64.const {NAN_BOX}))", address(rs1, offset))
+                    format!("(i64.or (i64.load32_u {}) (i64.const {}))", address(rs1, offset), super::float::NAN_BOX)
                 };
                 set(F + rd, &value)
             }
@@ -259,8 +259,7 @@ impl Emitter<'_> {
                 address(rs1, offset),
                 get(F + rs2)
             ),
-            Op::Float { mnemonic, bits } => float(mnemonic, bits)
-                .or_else(|| super::float::op(mnemonic, bits, pc))
+            Op::Float { mnemonic, bits } => super::float::op(mnemonic, bits, pc)
                 .unwrap_or_else(|| format!("(call $unsupported (i64.const {pc:#x})) unreachable")),
             Op::Illegal { .. } => format!("(call $illegal (i64.const {pc:#x})) unreachable"),
             Op::Jal { .. } | Op::Jalr { .. } | Op::Branch { .. } => {
@@ -350,64 +349,4 @@ fn amo(op: AmoOp, double: bool, rd: u8, rs1: u8, rs2: u8) -> String {
         address(rs1, 0),
         set(rd, &result)
     )
-}
-
-/// The upper half of a NaN-boxed single.
-const NAN_BOX: i64 = -0x1_0000_0000;
-
-/// Moves between register files and sign injection (the rest is in `float.rs`).
-fn float(mnemonic: &str, bits: u32) -> Option<String> {
-    let (rd, rs1, rs2) = (
-        ((bits >> 7) & 31) as u8,
-        ((bits >> 15) & 31) as u8,
-        ((bits >> 20) & 31) as u8,
-    );
-    let sign = |op: &str, a: String, b: String, mask: i64| -> String {
-        let s = match op {
-            "fsgnj" => b,
-            "fsgnjn" => format!("(i64.xor {b} (i64.const -1))"),
-            _ => format!("(i64.xor {a} {b})"),
-        };
-        format!(
-            "(i64.or (i64.and {a} (i64.const {})) (i64.and {s} (i64.const {mask})))",
-            !mask
-        )
-    };
-    Some(match mnemonic {
-        "fmv.x.w" => set(
-            rd,
-            &format!("(i64.extend_i32_s (i32.wrap_i64 {}))", get(F + rs1)),
-        ),
-        "fmv.x.d" => set(rd, &get(F + rs1)),
-        "fmv.w.x" => set(
-            F + rd,
-            &format!(
-                "(i64.or (i64.and {} (i64.const 0xffffffff)) (i64.const {NAN_BOX}))",
-                get(rs1)
-            ),
-        ),
-        "fmv.d.x" => set(F + rd, &get(rs1)),
-        "fsgnj.d" | "fsgnjn.d" | "fsgnjx.d" => set(
-            F + rd,
-            &sign(
-                &mnemonic[..mnemonic.len() - 2],
-                get(F + rs1),
-                get(F + rs2),
-                i64::MIN,
-            ),
-        ),
-        "fsgnj.s" | "fsgnjn.s" | "fsgnjx.s" => set(
-            F + rd,
-            &format!(
-                "(i64.or (i64.and {} (i64.const 0xffffffff)) (i64.const {NAN_BOX}))",
-                sign(
-                    &mnemonic[..mnemonic.len() - 2],
-                    format!("(call $unbox {})", get(F + rs1)),
-                    format!("(call $unbox {})", get(F + rs2)),
-                    0x8000_0000,
-                )
-            ),
-        ),
-        _ => return None,
-    })
 }
