@@ -582,3 +582,72 @@ fn progress_lines_come_on_stderr_when_asked_for() {
     // Not a terminal and not asked for: nothing.
     assert_eq!(run(false), "");
 }
+
+/// `--stdin FILE` (and `-` for warpvisor's own standard input) gives every VM those bytes,
+/// as a job line's `stdin` would; combined with `--jobs` it is refused.
+#[test]
+fn stdin_flag_feeds_every_vm() {
+    let wc = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../guests/wasm/rust-wc.wasm");
+    let wc = wc.to_str().unwrap();
+    let text = "one two three\nfour five\n";
+    let input = tmp("stdin.txt");
+    std::fs::write(&input, text).unwrap();
+    let jobs = tmp("stdin.jobs");
+    std::fs::write(&jobs, format!("{{\"args\": [], \"stdin\": {text:?}}}\n")).unwrap();
+    let reference = warpvisor(&[
+        "run",
+        wc,
+        "--backend",
+        "wasmtime",
+        "--jobs",
+        jobs.to_str().unwrap(),
+    ]);
+    assert!(reference.status.success(), "{reference:?}");
+    let reference = String::from_utf8(reference.stdout).unwrap();
+    // The program's own output, as the job line's result carries it.
+    let expect_in_line = |raw: &str| {
+        assert!(raw.contains("bytes=24"), "{raw}");
+        assert!(
+            reference.contains(&raw.replace('\n', "\\n")),
+            "{raw} vs {reference}"
+        );
+    };
+    // The flag only fills the jobs, which every backend runs alike (wasmtime: no kernel to build).
+    let from_file = warpvisor(&[
+        "run",
+        wc,
+        "--backend",
+        "wasmtime",
+        "--vms",
+        "2",
+        "--stdin",
+        input.to_str().unwrap(),
+    ]);
+    assert!(from_file.status.success(), "{from_file:?}");
+    assert!(String::from_utf8_lossy(&from_file.stderr).contains("2 exited 0"));
+    expect_in_line(&String::from_utf8(from_file.stdout).unwrap());
+    let mut piped = Command::new(common::warpvisor_bin())
+        .args(["run", wc, "--backend", "wasmtime", "--stdin", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut pipe = piped.stdin.take().unwrap();
+        pipe.write_all(text.as_bytes()).unwrap();
+    }
+    let piped = piped.wait_with_output().unwrap();
+    assert!(piped.status.success(), "{piped:?}");
+    expect_in_line(&String::from_utf8(piped.stdout).unwrap());
+    let i = input.to_str().unwrap();
+    assert_clean_error(
+        &warpvisor(&["run", wc, "--stdin", i, "--jobs", jobs.to_str().unwrap()]),
+        "--stdin with --jobs",
+    );
+    assert_clean_error(
+        &warpvisor(&["run", wc, "--stdin", "/nonexistent-input"]),
+        "missing --stdin file",
+    );
+}

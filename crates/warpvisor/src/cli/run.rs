@@ -36,6 +36,10 @@ pub struct RunArgs {
     /// `{"args": [...], "env": {...}, "stdin": "..."}` (or `"stdin_base64"`).
     #[arg(long)]
     jobs: Option<PathBuf>,
+    /// Standard input of every WASI VM without --jobs: this file's bytes (`-`: warpvisor's own
+    /// standard input, read to its end first). Job lines carry their own `stdin` instead.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["jobs", "invoke"])]
+    stdin: Option<PathBuf>,
     /// Write one JSON result line per job here (default: standard output).
     #[arg(long)]
     output: Option<PathBuf>,
@@ -157,18 +161,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
 }
 
 /// WASI jobs: the lines of `path` (each job's environment after `env`), or without a jobs
-/// file `vms` copies of `args` with `env`.
+/// file `vms` copies of `args` with `env` and `stdin`.
 pub(super) fn wasi_jobs(
     path: Option<&Path>,
     env: &[(String, String)],
     args: &[String],
+    stdin: &[u8],
     vms: u32,
 ) -> anyhow::Result<Vec<WasiJob>> {
     let Some(path) = path else {
         let one = WasiJob {
             args: args.to_vec(),
             env: env.to_vec(),
-            stdin: Vec::new(),
+            stdin: stdin.to_vec(),
         };
         return Ok(vec![one; vms as usize]);
     };
@@ -183,6 +188,26 @@ pub(super) fn wasi_jobs(
             Ok(job)
         })
         .collect()
+}
+
+/// The bytes of `--stdin`: a file, or warpvisor's own standard input for `-`, either at most
+/// [`MAX_JOBS_FILE_SIZE`] bytes.
+fn read_stdin_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+    if path != Path::new("-") {
+        return read_limited(path, MAX_JOBS_FILE_SIZE, "--stdin file");
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(std::io::stdin().lock(), MAX_JOBS_FILE_SIZE + 1),
+        &mut bytes,
+    )
+    .map_err(|e| anyhow::anyhow!("reading standard input for --stdin: {e}"))?;
+    if bytes.len() as u64 > MAX_JOBS_FILE_SIZE {
+        anyhow::bail!(
+            "standard input is larger than --stdin's limit of {MAX_JOBS_FILE_SIZE} bytes"
+        );
+    }
+    Ok(bytes)
 }
 
 /// The `cpu` backend a `--analyze` sample is traced on.
@@ -256,7 +281,11 @@ pub(super) fn read_lines(path: &Path) -> anyhow::Result<Vec<(usize, String)>> {
 fn run_wasi(args: &RunArgs, executor: &mut Executor, bytes: &[u8]) -> anyhow::Result<i32> {
     let env = parse_env(&args.wasi.env)?;
     let preopens = parse_dirs(&args.wasi.dirs)?;
-    let jobs = wasi_jobs(args.jobs.as_deref(), &env, &args.args, args.vms)?;
+    let stdin = match &args.stdin {
+        Some(path) => read_stdin_file(path)?,
+        None => Vec::new(),
+    };
+    let jobs = wasi_jobs(args.jobs.as_deref(), &env, &args.args, &stdin, args.vms)?;
     let name = program_name(&args.module);
     let config = WasiRunConfig {
         fleet: args.fleet.fleet(args.vms),

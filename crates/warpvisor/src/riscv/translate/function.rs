@@ -3,16 +3,19 @@
 //! globals on entry and after calls, stored back before calls and when it leaves), and
 //! returns the address where execution goes on — normally its caller's return address.
 //!
-//! Blocks are dispatched by a `br_table` over the function's halfword offsets inside a
-//! `loop`: forward jumps branch straight to their block's label, a block that branches back to
-//! its own start runs in a `loop` of its own, other backward jumps and unknown targets go
-//! through the table. A call is a direct WebAssembly call; when the callee returns
-//! somewhere other than the return address (a tail call, `longjmp`), that address is run from
-//! here until control comes back into this function.
+//! Blocks sit in the nested loops of `layout.rs`: forward branches leave a `block` to their
+//! target, backward branches restart the enclosing `loop` that begins at their target. `$pc`
+//! holds a pending dispatch (on entry, after a call that came back elsewhere, for a jump that
+//! the structure cannot express); each region begins with a `br_table` over its blocks that
+//! passes it inward until the block is reached, where `$pc` is cleared (`NONE`). A call is a
+//! direct WebAssembly call; when the callee returns somewhere other than the return address
+//! (a tail call, `longjmp`), that address is run from here until control comes back into this
+//! function.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
+use super::layout::{plan, Item, Region};
 use super::ops::{get, local, set, Emitter};
 use crate::riscv::decode::{BranchOp, Op};
 use crate::riscv::disasm;
@@ -25,6 +28,9 @@ pub struct Context<'a> {
     /// The WebAssembly name of the function starting at each address.
     pub starts: &'a BTreeMap<u64, String>,
 }
+
+/// `$pc` when no dispatch is pending: an odd address, which no instruction has.
+const NONE: &str = "(i64.const 1)";
 
 /// Emits `f` as WAT into `out`.
 pub fn emit(f: &Function, ctx: &Context, out: &mut String) {
@@ -47,177 +53,342 @@ pub fn emit(f: &Function, ctx: &Context, out: &mut String) {
         .filter(|a| *a == f.start || ctx.leaders.contains(a))
         .collect();
     let index: BTreeMap<u64, usize> = blocks.iter().enumerate().map(|(i, a)| (*a, i)).collect();
+    // Each block's instructions, and the blocks it may continue at.
+    let mut insts_of = vec![0..0; blocks.len()];
+    let mut succs = vec![Vec::new(); blocks.len()];
+    for (i, inst) in f.insts.iter().enumerate() {
+        let here = index.range(..=inst.addr).next_back().map_or(0, |(_, &k)| k);
+        if insts_of[here].is_empty() {
+            insts_of[here] = i..i;
+        }
+        insts_of[here].end = i + 1;
+        if let Op::Branch { offset, .. } | Op::Jal { rd: 0, offset } = inst.op {
+            if let Some(&to) = index.get(&inst.addr.wrapping_add(offset as u64)) {
+                succs[here].push(to);
+            }
+        }
+        let last = f
+            .insts
+            .get(i + 1)
+            .is_none_or(|n| index.contains_key(&n.addr));
+        if last && falls_through(&inst.op) && here + 1 < blocks.len() {
+            succs[here].push(here + 1);
+        }
+    }
+    for s in &mut succs {
+        s.sort_unstable();
+        s.dedup();
+    }
+    let layout = plan(&succs);
     let e = Emitter {
         start: f.start,
         end: f.end,
         used: &used,
         dirty: &dirty,
     };
-
     let _ = writeln!(out, "  ;; {} ({:#x}..{:#x})", f.name, f.start, f.end);
-    let _ = write!(out, "  (func {} (param $pc i64) (result i64)\n    (local $t i64) (local $t2 i64) (local $a i32) (local $w i32)", func_name(f.start));
+    let _ = write!(out, "  (func {} (param $pc i64) (result i64)\n    (local $t i64) (local $t2 i64) (local $next i64) (local $a i32) (local $w i32)", func_name(f.start));
     for r in &used {
         let _ = write!(out, " (local {} i64)", local(*r));
     }
     out.push('\n');
     out.push_str(&e.reload());
-    out.push_str("    (loop $dispatch\n");
-    for k in (0..blocks.len()).rev() {
-        let _ = writeln!(out, "    (block $L{k}");
+    let mut w = Writer {
+        f,
+        e: &e,
+        ctx,
+        blocks: &blocks,
+        index: &index,
+        insts_of: &insts_of,
+        order: &layout.order,
+        pos: {
+            let mut pos = vec![0; blocks.len()];
+            for (p, &b) in layout.order.iter().enumerate() {
+                pos[b] = p;
+            }
+            pos
+        },
+        out,
+        path: Vec::new(),
+    };
+    w.region(&layout.root, true);
+    // Every block ends in a jump or a branch out of the loop above.
+    w.out.push_str("    unreachable)\n");
+}
+
+/// Whether execution may go on at the next instruction after `op`.
+fn falls_through(op: &Op) -> bool {
+    !matches!(op, Op::Jal { rd: 0, .. } | Op::Jalr { rd: 0, .. })
+}
+
+/// Walks the region tree, writing each region's loop, dispatch and items.
+struct Writer<'a> {
+    f: &'a Function,
+    e: &'a Emitter<'a>,
+    ctx: &'a Context<'a>,
+    /// Block start addresses, in address order.
+    blocks: &'a [u64],
+    index: &'a BTreeMap<u64, usize>,
+    /// Each block's instructions (indices into the function's).
+    insts_of: &'a [std::ops::Range<usize>],
+    /// Blocks in layout order, and each block's position in it.
+    order: &'a [usize],
+    pos: Vec<usize>,
+    out: &'a mut String,
+    /// The regions enclosing the current place, outermost first, each with its items and the
+    /// index of the item being written.
+    path: Vec<(&'a Region, Vec<Item>, usize)>,
+}
+
+impl<'a> Writer<'a> {
+    /// The address where the block at layout position `p` starts.
+    fn addr(&self, p: usize) -> u64 {
+        self.blocks[self.order[p]]
     }
-    out.push_str("    (block $bad\n");
-    // The table: one entry per halfword of the function.
-    let size = f.end - f.start;
-    let _ = write!(out, "      (br_table");
-    let mut targets = vec!["$bad".to_string(); (size / 2) as usize];
-    for (k, a) in blocks.iter().enumerate() {
-        targets[((a - f.start) / 2) as usize] = format!("$L{k}");
+
+    /// The address after the block at layout position `p`.
+    fn end_addr(&self, p: usize) -> u64 {
+        self.blocks
+            .get(self.order[p] + 1)
+            .copied()
+            .unwrap_or(self.f.end)
     }
-    for (n, t) in targets.iter().enumerate() {
-        if n % 16 == 0 {
-            out.push_str("\n        ");
+
+    /// The label naming a place by the address of the block at position `p`.
+    fn name(&self, prefix: &str, p: usize) -> String {
+        format!("${prefix}{:x}", self.addr(p))
+    }
+
+    /// Writes region `r`: a loop (the root's is `$dispatch`), its items' labels, the dispatch
+    /// of a pending `$pc` among its items, then the items.
+    fn region(&mut self, r: &'a Region, root: bool) {
+        let items = r.items();
+        // The root's names are fixed: a region inside may start at the same block.
+        let (entry, pad, bad) = if root {
+            ("$entry".to_string(), "$pad".to_string(), "$bad".to_string())
         } else {
-            out.push(' ');
-        }
-        out.push_str(t);
-    }
-    let _ = writeln!(
-        out,
-        " $bad\n        (select (i32.wrap_i64 (i64.shr_u (local.tee $t (i64.sub (local.get $pc) (i64.const {:#x}))) (i64.const 1))) (i32.const -1) (i64.lt_u (local.get $t) (i64.const {size:#x})))))",
-        f.start
-    );
-    // Not a block of this function: inside it, a jump into the middle of a block; outside, an
-    // address to run until control returns here.
-    let _ = writeln!(
-        out,
-        "    (if {} (then (call $bad_jump (local.get $pc))))\n{}    (local.set $pc (call $run_at (local.get $pc)))\n{}    (br $dispatch)",
-        e.in_range("(local.get $pc)"),
-        e.spill(),
-        e.reload()
-    );
-    // Blocks that branch back to their own start (tight loops) run inside a `loop`, so that
-    // the branch is a plain `br_if` instead of a trip through the dispatch table.
-    let mut self_loop = vec![false; blocks.len()];
-    let mut current = 0usize;
-    for inst in &f.insts {
-        if blocks.get(current + 1) == Some(&inst.addr) {
-            current += 1;
-        }
-        if let Op::Branch { offset, .. } | Op::Jal { rd: 0, offset } = inst.op {
-            if inst.addr.wrapping_add(offset as u64) == blocks[current] {
-                self_loop[current] = true;
-            }
-        }
-    }
-    let mut block = 0usize;
-    for inst in &f.insts {
-        if blocks.get(block) == Some(&inst.addr) {
-            if block > 0 && self_loop[block - 1] {
-                let _ = writeln!(out, "    ) ;; loop $C{}", block - 1);
-            }
-            let _ = writeln!(out, "    ) ;; $L{block}: {:#x}", inst.addr);
-            if self_loop[block] {
-                let _ = writeln!(out, "    (loop $C{block}");
-            }
-            block += 1;
-        }
-        // The block this instruction is in, and the label that restarts it if it loops.
-        let here = block - 1;
-        let restart = (self_loop[here]).then(|| (blocks[here], format!("$C{here}")));
-        let _ = writeln!(out, "    ;; {:x}: {}", inst.addr, disasm::text(inst));
-        // Where a jump to `target` goes: a later block's label, the table, or out.
-        let jump = |target: u64| -> String {
-            if let Some((start, label)) = &restart {
-                if *start == target {
-                    return format!("(br {label})");
-                }
-            }
-            match index.get(&target) {
-                Some(&j) if j >= block => format!("(br $L{j})"),
-                Some(_) => format!("(local.set $pc (i64.const {target:#x})) (br $dispatch)"),
-                None if (f.start..f.end).contains(&target) => {
-                    format!("(call $bad_jump (i64.const {target:#x})) unreachable")
-                }
-                None => format!("{}(return (i64.const {target:#x}))", e.spill()),
-            }
+            (
+                self.name("E", r.first),
+                self.name("D", r.first),
+                self.name("X", r.first),
+            )
         };
-        let next = inst.addr + inst.len as u64;
-        match inst.op {
-            Op::Jal { rd: 0, offset } => {
-                let _ = writeln!(out, "    {}", jump(inst.addr.wrapping_add(offset as u64)));
+        let start = (r.first..=r.last)
+            .map(|p| self.addr(p))
+            .min()
+            .unwrap_or(self.f.start);
+        let end = (r.first..=r.last)
+            .map(|p| self.end_addr(p))
+            .max()
+            .unwrap_or(self.f.end);
+        if root {
+            self.out.push_str("    (loop $dispatch\n");
+        } else {
+            let _ = writeln!(self.out, "    (loop {}", self.name("C", r.first));
+        }
+        for &it in items.iter().skip(1).rev() {
+            let _ = writeln!(self.out, "    (block {}", self.name("B", r.first_block(it)));
+        }
+        let _ = writeln!(self.out, "    (block {entry}");
+        if !root {
+            // Entered by falling in or looping back: no dispatch pending.
+            let _ = writeln!(
+                self.out,
+                "      (br_if {entry} (i64.eq (local.get $pc) {NONE}))"
+            );
+        }
+        for j in (0..items.len()).rev() {
+            let _ = writeln!(self.out, "      (block {pad}_{j}");
+        }
+        let _ = write!(self.out, "      (block {bad}\n      (br_table");
+        let mut targets = vec![bad.clone(); ((end - start) / 2) as usize];
+        for p in r.first..=r.last {
+            let j = r.item_holding(&items, p);
+            targets[((self.addr(p) - start) / 2) as usize] = format!("{pad}_{j}");
+        }
+        for (n, t) in targets.iter().enumerate() {
+            self.out
+                .push_str(if n % 16 == 0 { "\n        " } else { " " });
+            self.out.push_str(t);
+        }
+        if root {
+            let _ = writeln!(
+                self.out,
+                " {bad}\n        (select (i32.wrap_i64 (i64.shr_u (local.tee $t (i64.sub (local.get $pc) (i64.const {start:#x}))) (i64.const 1))) (i32.const -1) (i64.lt_u (local.get $t) (i64.const {:#x})))))",
+                end - start
+            );
+            // Not a block of this function: inside it, a jump into the middle of a block;
+            // outside, an address to run until control returns here.
+            let _ = writeln!(
+                self.out,
+                "    (if {} (then (call $bad_jump (local.get $pc))))\n{}    (local.set $pc (call $run_at (local.get $pc)))\n{}    (br $dispatch)",
+                self.e.in_range("(local.get $pc)"),
+                self.e.spill(),
+                self.e.reload()
+            );
+        } else {
+            let _ = writeln!(
+                self.out,
+                " {bad}\n        (i32.wrap_i64 (i64.shr_u (i64.sub (local.get $pc) (i64.const {start:#x})) (i64.const 1)))))\n      unreachable"
+            );
+        }
+        // One pad per item: a block of this region clears `$pc` (the dispatch ends there); a
+        // region inside keeps it for its own dispatch.
+        for (j, &it) in items.iter().enumerate() {
+            let land = if j == 0 {
+                entry.clone()
+            } else {
+                self.name("B", r.first_block(it))
+            };
+            let clear = match it {
+                Item::Block(_) => format!("(local.set $pc {NONE}) "),
+                Item::Child(_) => String::new(),
+            };
+            let _ = writeln!(
+                self.out,
+                "      ) ;; {pad}_{j}: {:#x}\n      {clear}(br {land})",
+                self.addr(r.first_block(it))
+            );
+        }
+        let _ = writeln!(self.out, "    ) ;; {entry}");
+        self.path.push((r, items.clone(), 0));
+        for (j, &it) in items.iter().enumerate() {
+            if let Some(top) = self.path.last_mut() {
+                top.2 = j;
             }
-            Op::Jal { rd, offset } => {
-                let target = inst.addr.wrapping_add(offset as u64);
-                let callee = match ctx.starts.get(&target) {
-                    Some(name) => format!("(call {name} (i64.const {target:#x}))"),
-                    None => format!("(call $run_at (i64.const {target:#x}))"),
-                };
-                let _ = writeln!(out, "    {}", set(rd, &format!("(i64.const {next:#x})")));
-                out.push_str(&e.call(&callee, next));
+            if j > 0 {
+                let _ = writeln!(self.out, "    ) ;; {}", self.name("B", r.first_block(it)));
             }
-            Op::Jalr { rd, rs1, offset } => {
-                let _ = writeln!(
-                    out,
-                    "    (local.set $t (i64.and (i64.add {} (i64.const {offset})) (i64.const -2)))",
-                    get(rs1)
-                );
-                if rd != 0 {
-                    let _ = writeln!(out, "    {}", set(rd, &format!("(i64.const {next:#x})")));
-                    out.push_str(&e.call("(call $run_at (local.get $t))", next));
-                } else if rs1 == 1 || rs1 == 5 {
-                    // A return (the link registers, as RISC-V's return-address hints read
-                    // them): always leave, so the WebAssembly stack unwinds with the guest's.
-                    let _ = writeln!(out, "{}    (return (local.get $t))", e.spill());
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "    (if {} (then (local.set $pc (local.get $t)) (br $dispatch)))\n{}    (return (local.get $t))",
-                        e.in_range("(local.get $t)"),
-                        e.spill()
-                    );
-                }
+            match it {
+                Item::Block(p) => self.block(p),
+                Item::Child(c) => self.region(&r.children[c], false),
             }
-            Op::Branch {
-                op,
-                rs1,
-                rs2,
-                offset,
-            } => {
-                let cmp = match op {
-                    BranchOp::Eq => "i64.eq",
-                    BranchOp::Ne => "i64.ne",
-                    BranchOp::Lt => "i64.lt_s",
-                    BranchOp::Ge => "i64.ge_s",
-                    BranchOp::Ltu => "i64.lt_u",
-                    BranchOp::Geu => "i64.ge_u",
-                };
-                let cond = format!("({cmp} {} {})", get(rs1), get(rs2));
-                let target = inst.addr.wrapping_add(offset as u64);
-                match index.get(&target) {
-                    Some(&j) if j >= block => {
-                        let _ = writeln!(out, "    (br_if $L{j} {cond})");
-                    }
-                    _ if restart.as_ref().is_some_and(|(start, _)| *start == target) => {
-                        let _ = writeln!(out, "    (br_if $C{here} {cond})");
-                    }
-                    _ => {
-                        let _ = writeln!(out, "    (if {cond} (then {}))", jump(target));
-                    }
-                }
-            }
-            _ => out.push_str(&e.op(inst)),
+        }
+        self.path.pop();
+        if root {
+            self.out.push_str("    ) ;; loop $dispatch\n");
+        } else {
+            let _ = writeln!(self.out, "    ) ;; loop {}", self.name("C", r.first));
         }
     }
-    if self_loop.last() == Some(&true) {
-        let _ = writeln!(out, "    ) ;; loop $C{}", blocks.len() - 1);
+
+    /// Where a jump to `target` goes from the current place: the start of an enclosing loop,
+    /// a later item's label, the dispatch, or out of the function.
+    fn jump(&self, target: u64) -> String {
+        let Some(&b) = self.index.get(&target) else {
+            return if (self.f.start..self.f.end).contains(&target) {
+                format!("(call $bad_jump (i64.const {target:#x})) unreachable")
+            } else {
+                format!("{}(return (i64.const {target:#x}))", self.e.spill())
+            };
+        };
+        let t = self.pos[b];
+        for (depth, (r, items, at)) in self.path.iter().enumerate() {
+            if depth > 0 && r.first == t {
+                return format!("(br {})", self.name("C", t));
+            }
+            if items[at + 1..].iter().any(|&it| r.first_block(it) == t) {
+                return format!("(br {})", self.name("B", t));
+            }
+        }
+        format!("(local.set $pc (i64.const {target:#x})) (br $dispatch)")
     }
-    // Falling off the end runs on at the next function.
-    let _ = writeln!(
-        out,
-        "{}    (return (i64.const {:#x})))\n    unreachable)",
-        e.spill(),
-        f.end
-    );
+
+    /// Writes the instructions of the block at layout position `p`, and a jump to the next
+    /// address where it falls through to a block placed elsewhere.
+    fn block(&mut self, p: usize) {
+        let e = self.e;
+        let k = self.order[p];
+        for inst in &self.f.insts[self.insts_of[k].clone()] {
+            let _ = writeln!(self.out, "    ;; {:x}: {}", inst.addr, disasm::text(inst));
+            let next = inst.addr + inst.len as u64;
+            match inst.op {
+                Op::Jal { rd: 0, offset } => {
+                    let j = self.jump(inst.addr.wrapping_add(offset as u64));
+                    let _ = writeln!(self.out, "    {j}");
+                }
+                Op::Jal { rd, offset } => {
+                    let target = inst.addr.wrapping_add(offset as u64);
+                    let callee = match self.ctx.starts.get(&target) {
+                        Some(name) => format!("(call {name} (i64.const {target:#x}))"),
+                        None => format!("(call $run_at (i64.const {target:#x}))"),
+                    };
+                    let _ = writeln!(
+                        self.out,
+                        "    {}",
+                        set(rd, &format!("(i64.const {next:#x})"))
+                    );
+                    self.out.push_str(&e.call(&callee, next));
+                }
+                Op::Jalr { rd, rs1, offset } => {
+                    let _ = writeln!(
+                        self.out,
+                        "    (local.set $t (i64.and (i64.add {} (i64.const {offset})) (i64.const -2)))",
+                        get(rs1)
+                    );
+                    if rd != 0 {
+                        let _ = writeln!(
+                            self.out,
+                            "    {}",
+                            set(rd, &format!("(i64.const {next:#x})"))
+                        );
+                        self.out
+                            .push_str(&e.call("(call $run_at (local.get $t))", next));
+                    } else if rs1 == 1 || rs1 == 5 {
+                        // A return (the link registers, as RISC-V's return-address hints read
+                        // them): always leave, so the WebAssembly stack unwinds with the guest's.
+                        let _ = writeln!(self.out, "{}    (return (local.get $t))", e.spill());
+                    } else {
+                        let _ = writeln!(
+                            self.out,
+                            "    (if {} (then (local.set $pc (local.get $t)) (br $dispatch)))\n{}    (return (local.get $t))",
+                            e.in_range("(local.get $t)"),
+                            e.spill()
+                        );
+                    }
+                }
+                Op::Branch {
+                    op,
+                    rs1,
+                    rs2,
+                    offset,
+                } => {
+                    let cmp = match op {
+                        BranchOp::Eq => "i64.eq",
+                        BranchOp::Ne => "i64.ne",
+                        BranchOp::Lt => "i64.lt_s",
+                        BranchOp::Ge => "i64.ge_s",
+                        BranchOp::Ltu => "i64.lt_u",
+                        BranchOp::Geu => "i64.ge_u",
+                    };
+                    let cond = format!("({cmp} {} {})", get(rs1), get(rs2));
+                    let j = self.jump(inst.addr.wrapping_add(offset as u64));
+                    match j.strip_prefix("(br ") {
+                        Some(label) => {
+                            let _ = writeln!(
+                                self.out,
+                                "    (br_if {} {cond})",
+                                label.trim_end_matches(')')
+                            );
+                        }
+                        None => {
+                            let _ = writeln!(self.out, "    (if {cond} (then {j}))");
+                        }
+                    }
+                }
+                _ => self.out.push_str(&e.op(inst)),
+            }
+        }
+        // Falling through to a block placed elsewhere (or off the function's end).
+        let last = self.insts_of[k].clone().last().map(|i| &self.f.insts[i]);
+        if let Some(inst) = last.filter(|i| falls_through(&i.op)) {
+            let next = inst.addr + inst.len as u64;
+            if p + 1 >= self.order.len() || self.addr(p + 1) != next {
+                let j = self.jump(next);
+                let _ = writeln!(self.out, "    {j}");
+            }
+        }
+    }
 }
 
 /// The WebAssembly name of the function starting at `addr`.

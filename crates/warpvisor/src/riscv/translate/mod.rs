@@ -8,6 +8,7 @@
 
 pub mod float;
 mod function;
+mod layout;
 mod ops;
 
 use std::collections::BTreeMap;

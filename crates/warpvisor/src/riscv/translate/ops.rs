@@ -46,14 +46,21 @@ pub fn set(r: u8, value: &str) -> String {
     }
 }
 
-/// The address `offset(rs1)` as a WebAssembly address in `$t`'s company: computed in 64 bits,
-/// and beyond 32 bits the last byte of the address space, which faults.
-fn address(rs1: u8, offset: i64) -> String {
+/// Computes the address `offset(rs1)` into `$t` (64 bits) and faults when it lies at or
+/// beyond 4 GiB, where no WebAssembly memory reaches: a store to the last byte of the 32-bit
+/// space, beyond every memory the translation declares, is the memory trap every backend
+/// gives. A branch, not a `select` on the address: it stays off the access's dependency chain
+/// and the C compiler cannot turn it back into a conditional move (a store is not speculated).
+/// The access then uses [`CHECKED`].
+fn check(rs1: u8, offset: i64) -> String {
     format!(
-        "(i32.wrap_i64 (select (local.tee $t (i64.add {} (i64.const {offset}))) (i64.const 0xffffffff) (i64.lt_u (local.get $t) (i64.const 0x100000000))))",
+        "(local.set $t (i64.add {} (i64.const {offset}))) (if (i64.gt_u (local.get $t) (i64.const 0xffffffff)) (then (i32.store8 (i32.const -1) (i32.const 0))))",
         get(rs1)
     )
 }
+
+/// The WebAssembly address [`check`] left in `$t`.
+const CHECKED: &str = "(i32.wrap_i64 (local.get $t))";
 
 /// The function being emitted: its range and its registers.
 pub struct Emitter<'a> {
@@ -107,7 +114,7 @@ impl Emitter<'_> {
     /// come back at `ret`; anywhere else goes through the dispatch table.
     pub fn call(&self, callee: &str, ret: u64) -> String {
         format!(
-            "{}    (local.set $pc {callee})\n{}    (br_if $dispatch (i64.ne (local.get $pc) (i64.const {ret:#x})))\n",
+            "{}    (local.set $next {callee})\n{}    (if (i64.ne (local.get $next) (i64.const {ret:#x})) (then (local.set $pc (local.get $next)) (br $dispatch)))\n",
             self.spill(),
             self.reload()
         )
@@ -136,7 +143,7 @@ impl Emitter<'_> {
                     LoadOp::Hu => "i64.load16_u",
                     LoadOp::Wu => "i64.load32_u",
                 };
-                set(rd, &format!("({load} {})", address(rs1, offset)))
+                format!("{} {}", check(rs1, offset), set(rd, &format!("({load} {CHECKED})")))
             }
             Op::Store {
                 op,
@@ -150,7 +157,7 @@ impl Emitter<'_> {
                     StoreOp::W => "i64.store32",
                     StoreOp::D => "i64.store",
                 };
-                format!("({store} {} {})", address(rs1, offset), get(rs2))
+                format!("{} ({store} {CHECKED} {})", check(rs1, offset), get(rs2))
             }
             Op::AluImm {
                 op,
@@ -204,8 +211,8 @@ impl Emitter<'_> {
                 s
             }
             Op::LoadReserved { double, rd, rs1 } => format!(
-                "(local.set $a {}) (global.set $resv (i64.extend_i32_u (local.get $a))) {}",
-                address(rs1, 0),
+                "{} (local.set $a {CHECKED}) (global.set $resv (i64.extend_i32_u (local.get $a))) {}",
+                check(rs1, 0),
                 set(
                     rd,
                     if double {
@@ -221,8 +228,8 @@ impl Emitter<'_> {
                 rs1,
                 rs2,
             } => format!(
-                "(local.set $a {}) (if (i64.eq (global.get $resv) (i64.extend_i32_u (local.get $a))) (then ({} (local.get $a) {}) {}) (else {})) (global.set $resv (i64.const -1))",
-                address(rs1, 0),
+                "{} (local.set $a {CHECKED}) (if (i64.eq (global.get $resv) (i64.extend_i32_u (local.get $a))) (then ({} (local.get $a) {}) {}) (else {})) (global.set $resv (i64.const -1))",
+                check(rs1, 0),
                 if double { "i64.store" } else { "i64.store32" },
                 get(rs2),
                 set(rd, "(i64.const 0)"),
@@ -242,11 +249,11 @@ impl Emitter<'_> {
                 offset,
             } => {
                 let value = if double {
-                    format!("(i64.load {})", address(rs1, offset))
+                    format!("(i64.load {CHECKED})")
                 } else {
-                    format!("(i64.or (i64.load32_u {}) (i64.const {}))", address(rs1, offset), super::float::NAN_BOX)
+                    format!("(i64.or (i64.load32_u {CHECKED}) (i64.const {}))", super::float::NAN_BOX)
                 };
-                set(F + rd, &value)
+                format!("{} {}", check(rs1, offset), set(F + rd, &value))
             }
             Op::FloatStore {
                 double,
@@ -254,9 +261,9 @@ impl Emitter<'_> {
                 rs2,
                 offset,
             } => format!(
-                "({} {} {})",
+                "{} ({} {CHECKED} {})",
+                check(rs1, offset),
                 if double { "i64.store" } else { "i64.store32" },
-                address(rs1, offset),
                 get(F + rs2)
             ),
             Op::Float { mnemonic, bits } => super::float::op(mnemonic, bits, pc)
@@ -345,8 +352,8 @@ fn amo(op: AmoOp, double: bool, rd: u8, rs1: u8, rs2: u8) -> String {
         )
     };
     format!(
-        "(local.set $a {}) {load} ({ty}.store (local.get $a) {new}) {}",
-        address(rs1, 0),
+        "{} (local.set $a {CHECKED}) {load} ({ty}.store (local.get $a) {new}) {}",
+        check(rs1, 0),
         set(rd, &result)
     )
 }
