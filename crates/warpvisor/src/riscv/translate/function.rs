@@ -27,6 +27,49 @@ pub struct Context<'a> {
     pub leaders: &'a BTreeSet<u64>,
     /// The WebAssembly name of the function starting at each address.
     pub starts: &'a BTreeMap<u64, String>,
+    /// The registers of the leaf functions (by start address), which run no code but their
+    /// own: a call to one needs to store only the registers it uses and reload only those it
+    /// writes.
+    pub leaves: &'a BTreeMap<u64, Registers>,
+}
+
+/// The registers a function reads or writes (`used`) and writes (`dirty`), `x0` left out.
+#[derive(Debug, Default)]
+pub struct Registers {
+    /// Read or written.
+    pub used: BTreeSet<u8>,
+    /// Written.
+    pub dirty: BTreeSet<u8>,
+}
+
+impl Registers {
+    /// The registers of `f`'s instructions.
+    pub fn of(f: &Function) -> Registers {
+        let mut regs = Registers::default();
+        for inst in &f.insts {
+            regs.used.extend(read(&inst.op));
+            if let Some(r) = written(&inst.op) {
+                regs.used.insert(r);
+                regs.dirty.insert(r);
+            }
+        }
+        regs.used.remove(&0);
+        regs.dirty.remove(&0);
+        regs
+    }
+}
+
+/// Whether `f` is a leaf: it calls nothing (no linking jump), so the only code that runs
+/// while it is called is its own — system calls and the runtime's helpers read no register
+/// globals. (Where it returns or jumps out of itself, its caller's dispatch takes over, which
+/// stores every register first.)
+pub fn is_leaf(f: &Function) -> bool {
+    f.insts.iter().all(|i| {
+        !matches!(
+            i.op,
+            Op::Jal { rd, .. } | Op::Jalr { rd, .. } if rd != 0
+        )
+    })
 }
 
 /// `$pc` when no dispatch is pending: an odd address, which no instruction has.
@@ -34,18 +77,7 @@ const NONE: &str = "(i64.const 1)";
 
 /// Emits `f` as WAT into `out`.
 pub fn emit(f: &Function, ctx: &Context, out: &mut String) {
-    let (mut used, mut dirty) = (BTreeSet::new(), BTreeSet::new());
-    for inst in &f.insts {
-        for r in read(&inst.op) {
-            used.insert(r);
-        }
-        if let Some(r) = written(&inst.op) {
-            used.insert(r);
-            dirty.insert(r);
-        }
-    }
-    used.remove(&0);
-    dirty.remove(&0);
+    let Registers { used, dirty } = Registers::of(f);
     let blocks: Vec<u64> = f
         .insts
         .iter()
@@ -318,7 +350,10 @@ impl<'a> Writer<'a> {
                         "    {}",
                         set(rd, &format!("(i64.const {next:#x})"))
                     );
-                    self.out.push_str(&e.call(&callee, next));
+                    match self.ctx.leaves.get(&target) {
+                        Some(leaf) => self.out.push_str(&e.call_leaf(&callee, next, leaf)),
+                        None => self.out.push_str(&e.call(&callee, next)),
+                    }
                 }
                 Op::Jalr { rd, rs1, offset } => {
                     let _ = writeln!(

@@ -140,9 +140,16 @@ pub fn module(image: &ElfImage, program: &Program, options: &TranslateOptions) -
         .iter()
         .map(|f| (f.start, function::func_name(f.start)))
         .collect();
+    let leaves: BTreeMap<u64, function::Registers> = program
+        .functions
+        .iter()
+        .filter(|f| function::is_leaf(f))
+        .map(|f| (f.start, function::Registers::of(f)))
+        .collect();
     let ctx = function::Context {
         leaders: &program.leaders,
         starts: &starts,
+        leaves: &leaves,
     };
     for f in &program.functions {
         function::emit(f, &ctx, &mut out);

@@ -77,28 +77,12 @@ pub struct Emitter<'a> {
 impl Emitter<'_> {
     /// Stores the registers the function writes into the register globals.
     pub fn spill(&self) -> String {
-        let mut s = String::new();
-        if !self.dirty.is_empty() {
-            s.push_str("   ");
-            for r in self.dirty {
-                let _ = write!(s, " (global.set {} (local.get {}))", global(*r), local(*r));
-            }
-            s.push('\n');
-        }
-        s
+        store(self.dirty.iter())
     }
 
     /// Loads the registers the function uses from the register globals.
     pub fn reload(&self) -> String {
-        let mut s = String::new();
-        if !self.used.is_empty() {
-            s.push_str("   ");
-            for r in self.used {
-                let _ = write!(s, " (local.set {} (global.get {}))", local(*r), global(*r));
-            }
-            s.push('\n');
-        }
-        s
+        load(self.used.iter())
     }
 
     /// Whether the address `expr` lies in this function.
@@ -117,6 +101,16 @@ impl Emitter<'_> {
             "{}    (local.set $next {callee})\n{}    (if (i64.ne (local.get $next) (i64.const {ret:#x})) (then (local.set $pc (local.get $next)) (br $dispatch)))\n",
             self.spill(),
             self.reload()
+        )
+    }
+
+    /// A call to a leaf function (see `function::is_leaf`) with registers `leaf`: only the
+    /// registers it uses are stored first and only those it writes are reloaded.
+    pub fn call_leaf(&self, callee: &str, ret: u64, leaf: &super::function::Registers) -> String {
+        format!(
+            "{}    (local.set $next {callee})\n{}    (if (i64.ne (local.get $next) (i64.const {ret:#x})) (then (local.set $pc (local.get $next)) (br $dispatch)))\n",
+            store(self.dirty.intersection(&leaf.used)),
+            load(self.used.intersection(&leaf.dirty))
         )
     }
 
@@ -274,6 +268,32 @@ impl Emitter<'_> {
             }
         };
         format!("    {line}\n")
+    }
+}
+
+/// Stores registers `regs` from their locals into their globals (one line).
+fn store<'r>(regs: impl Iterator<Item = &'r u8>) -> String {
+    let mut s = String::new();
+    for r in regs {
+        let _ = write!(s, " (global.set {} (local.get {}))", global(*r), local(*r));
+    }
+    if s.is_empty() {
+        s
+    } else {
+        format!("   {s}\n")
+    }
+}
+
+/// Loads registers `regs` from their globals into their locals (one line).
+fn load<'r>(regs: impl Iterator<Item = &'r u8>) -> String {
+    let mut s = String::new();
+    for r in regs {
+        let _ = write!(s, " (local.set {} (global.get {}))", local(*r), global(*r));
+    }
+    if s.is_empty() {
+        s
+    } else {
+        format!("   {s}\n")
     }
 }
 
