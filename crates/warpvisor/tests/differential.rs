@@ -402,7 +402,7 @@ fn random_modules_agree_with_wasmtime_on_opencl() {
     run_range(
         "opencl",
         CallMode::Continuations,
-        seeds("WARPVISOR_DIFF_SEEDS_OPENCL", "1000..1030"),
+        seeds("WARPVISOR_DIFF_SEEDS_OPENCL", "1000..1020"),
     );
 }
 
@@ -416,7 +416,7 @@ fn random_modules_agree_with_wasmtime_on_cuda_through_the_cpu_driver() {
     run_range(
         "cuda",
         CallMode::Continuations,
-        seeds("WARPVISOR_DIFF_SEEDS_CUDA", "0..30"),
+        seeds("WARPVISOR_DIFF_SEEDS_CUDA", "0..10"),
     );
 }
 
