@@ -46,21 +46,32 @@ pub fn set(r: u8, value: &str) -> String {
     }
 }
 
-/// Computes the address `offset(rs1)` into `$t` (64 bits) and faults when it lies at or
-/// beyond 4 GiB, where no WebAssembly memory reaches: a store to the last byte of the 32-bit
-/// space, beyond every memory the translation declares, is the memory trap every backend
-/// gives. A branch, not a `select` on the address: it stays off the access's dependency chain
-/// and the C compiler cannot turn it back into a conditional move (a store is not speculated).
-/// The access then uses [`CHECKED`].
+/// Computes the address `offset(rs1)`, less [`LOWEST`], into `$t` (64 bits) and faults unless
+/// the address lies in `LOWEST..4 GiB`: below is Linux's unmapped zero page (a null pointer
+/// faults, as under Linux, whose `mmap_min_addr` it is), beyond is where no WebAssembly memory
+/// reaches. One unsigned comparison tests both; the fault is a store to the last byte of the
+/// 32-bit space, beyond every memory the translation declares, which is the memory trap every
+/// backend gives. A branch, not a `select` on the address: it stays off the access's
+/// dependency chain and the C compiler cannot turn it back into a conditional move (a store is
+/// not speculated). The access adds `LOWEST` back as its static offset ([`CHECKED`]).
 fn check(rs1: u8, offset: i64) -> String {
     format!(
-        "(local.set $t (i64.add {} (i64.const {offset}))) (if (i64.gt_u (local.get $t) (i64.const 0xffffffff)) (then (i32.store8 (i32.const -1) (i32.const 0))))",
-        get(rs1)
+        "(local.set $t (i64.add {} (i64.const {}))) (if (i64.ge_u (local.get $t) (i64.const {:#x})) (then (i32.store8 (i32.const -1) (i32.const 0))))",
+        get(rs1),
+        offset - LOWEST,
+        (1u64 << 32) - LOWEST as u64
     )
 }
 
-/// The WebAssembly address [`check`] left in `$t`.
-const CHECKED: &str = "(i32.wrap_i64 (local.get $t))";
+/// The lowest address a program may access: what Linux's `vm.mmap_min_addr` keeps unmapped
+/// (the runtime's own tables live below it, out of the program's reach).
+const LOWEST: i64 = 0x1_0000;
+
+/// The memory argument of an access whose address [`check`] left in `$t`.
+const CHECKED: &str = "offset=0x10000 (i32.wrap_i64 (local.get $t))";
+
+/// The memory offset of an access through `$a`, the address [`check`] left in `$t` wrapped.
+const AT_A: &str = "offset=0x10000 (local.get $a)";
 
 /// The function being emitted: its range and its registers.
 pub struct Emitter<'a> {
@@ -205,14 +216,14 @@ impl Emitter<'_> {
                 s
             }
             Op::LoadReserved { double, rd, rs1 } => format!(
-                "{} (local.set $a {CHECKED}) (global.set $resv (i64.extend_i32_u (local.get $a))) {}",
+                "{} (local.set $a (i32.wrap_i64 (local.get $t))) (global.set $resv (i64.extend_i32_u (local.get $a))) {}",
                 check(rs1, 0),
                 set(
                     rd,
                     if double {
-                        "(i64.load (local.get $a))"
+                        "(i64.load offset=0x10000 (local.get $a))"
                     } else {
-                        "(i64.load32_s (local.get $a))"
+                        "(i64.load32_s offset=0x10000 (local.get $a))"
                     }
                 )
             ),
@@ -222,7 +233,7 @@ impl Emitter<'_> {
                 rs1,
                 rs2,
             } => format!(
-                "{} (local.set $a {CHECKED}) (if (i64.eq (global.get $resv) (i64.extend_i32_u (local.get $a))) (then ({} (local.get $a) {}) {}) (else {})) (global.set $resv (i64.const -1))",
+                "{} (local.set $a (i32.wrap_i64 (local.get $t))) (if (i64.eq (global.get $resv) (i64.extend_i32_u (local.get $a))) (then ({} {AT_A} {}) {}) (else {})) (global.set $resv (i64.const -1))",
                 check(rs1, 0),
                 if double { "i64.store" } else { "i64.store32" },
                 get(rs2),
@@ -364,15 +375,18 @@ fn amo(op: AmoOp, double: bool, rd: u8, rs1: u8, rs2: u8) -> String {
         AmoOp::Maxu => pick("gt_u"),
     };
     let (load, result) = if double {
-        ("(local.set $t2 (i64.load (local.get $a)))", old.to_string())
+        (
+            format!("(local.set $t2 (i64.load {AT_A}))"),
+            old.to_string(),
+        )
     } else {
         (
-            "(local.set $w (i32.load (local.get $a)))",
+            format!("(local.set $w (i32.load {AT_A}))"),
             format!("(i64.extend_i32_s {old})"),
         )
     };
     format!(
-        "{} (local.set $a {CHECKED}) {load} ({ty}.store (local.get $a) {new}) {}",
+        "{} (local.set $a (i32.wrap_i64 (local.get $t))) {load} ({ty}.store {AT_A} {new}) {}",
         check(rs1, 0),
         set(rd, &result)
     )
