@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Throughput of translated RISC-V programs (docs/riscv.md): the same C sources as native-x86
 # (the mini libc's x86-64 port), under qemu-riscv64, and translated by warpvisor on wasmtime
-# and on cpu (one VM; the kernel cache warmed by a first run). Wall-clock seconds, best of 3,
+# and on cpu (one VM; the kernel cache warmed by a first run). Wall-clock seconds, best of 5,
 # of whole runs (translation from the cache, compilation or the kernel cache, the run); every
 # platform's output is checked against the native build's first.
 # Usage: scripts/riscv-throughput.sh [WARPVISOR] (default target/release/warpvisor)
@@ -32,9 +32,9 @@ while size < 16 << 20:
 open(sys.argv[1], "w").write(" ".join(out))
 PY
 
-best() { # best of 3 wall-clock seconds of "$@"
+best() { # best of 5 wall-clock seconds of "$@"
     local b=""
-    for _ in 1 2 3; do
+    for _ in 1 2 3 4 5; do
         local s e
         s=$(date +%s.%N); "$@" > /dev/null 2>&1; e=$(date +%s.%N)
         b=$(python3 -c "import sys; t=float(sys.argv[2])-float(sys.argv[1]); b=sys.argv[3]; print(min(t, float(b)) if b else t)" "$s" "$e" "$b")
@@ -42,6 +42,7 @@ best() { # best of 3 wall-clock seconds of "$@"
     echo "$b"
 }
 
+ratios=()
 printf "| program | native-x86 | qemu-riscv64 | warpvisor wasmtime | warpvisor cpu | cpu / qemu |\n|---|---|---|---|---|---|\n"
 for prog in sha256 crc32 compress tokenize matmul; do
     native "$prog"
@@ -73,4 +74,6 @@ for prog in sha256 crc32 compress tokenize matmul; do
     w=$(best "$wv" run "$g/bin/$prog.elf" --backend wasmtime --max-memory 4096 "${input[@]}")
     c=$(best "$wv" run "$g/bin/$prog.elf" --backend cpu --max-memory 4096 "${input[@]}")
     python3 -c "import sys; n,q,w,c=map(float,sys.argv[2:]); print(f'| {sys.argv[1]} | {n:.3f} | {q:.3f} | {w:.3f} | {c:.3f} | {c/q:.2f} |')" "$prog" "$n" "$q" "$w" "$c"
+    ratios+=("$(python3 -c "import sys; print(float(sys.argv[2]) / float(sys.argv[1]))" "$q" "$c")")
 done
+python3 -c "import sys, math; r=[float(x) for x in sys.argv[1:]]; print(f'| geometric mean | | | | | {math.exp(sum(map(math.log, r)) / len(r)):.2f} |')" "${ratios[@]}"
