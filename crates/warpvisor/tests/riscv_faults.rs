@@ -7,6 +7,8 @@
 mod common;
 
 use std::process::{Command, Stdio};
+
+use common::riscv::{link, tools_here};
 use std::sync::Arc;
 
 use warpvisor::codegen::{CallMode, KernelOptions};
@@ -15,57 +17,18 @@ use warpvisor::vmm::{FleetConfig, Program, TrapKind};
 use warpvisor::wasi::program::{run_jobs, JobResult, WasiRunConfig};
 use warpvisor::wasi::WasiJob;
 
-fn tools_here() -> bool {
-    let here = [
-        "qemu-riscv64",
-        "riscv64-linux-gnu-as",
-        "riscv64-linux-gnu-ld",
-    ]
-    .iter()
-    .all(|t| {
-        Command::new(t)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    });
-    if !here && std::env::var("WARPVISOR_REQUIRE_RISCV_TOOLS").is_ok_and(|v| v == "1") {
-        panic!("qemu-riscv64 and the RISC-V binutils are required");
-    }
-    here
-}
-
 /// A static executable whose `_start` runs `body`, then exits 0.
 fn build(name: &str, body: &str) -> std::path::PathBuf {
     let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("riscv-faults");
     std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join(format!("{name}.s"));
-    let obj = dir.join(format!("{name}.o"));
     let exe = dir.join(format!("{name}.elf"));
-    std::fs::write(
-        &src,
-        format!(
+    link(
+        &format!(
             ".text\n.globl _start\n_start:\n{body}\n  li a0, 0\n  li a7, 93\n  ecall\n\
              .data\n.balign 8\nfirst: .dword 7\n"
         ),
-    )
-    .unwrap();
-    let ok = Command::new("riscv64-linux-gnu-as")
-        .args(["-march=rv64ima"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new("riscv64-linux-gnu-ld")
-            .args(["-static", "-e", "_start"])
-            .arg(&obj)
-            .arg("-o")
-            .arg(&exe)
-            .status()
-            .is_ok_and(|s| s.success());
-    assert!(ok, "assembling {name}");
+        &exe,
+    );
     exe
 }
 
@@ -116,7 +79,6 @@ fn run(backend: &str, wasm: &[u8]) -> JobResult {
 #[test]
 fn null_pointers_and_addresses_beyond_4_gib_fault_as_under_linux() {
     if !tools_here() {
-        eprintln!("NOT RUN: qemu-riscv64 or the RISC-V binutils missing");
         return;
     }
     // (name, body, whether it runs to exit 0)

@@ -13,6 +13,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
+use common::riscv::{link, tools_here};
 use warpvisor::codegen::{CallMode, KernelOptions};
 use warpvisor::riscv::{self, TranslateOptions};
 use warpvisor::vmm::{FleetConfig, Program};
@@ -287,30 +288,6 @@ fn assemble(rng: &mut Rng, body: &[u32]) -> String {
     asm
 }
 
-/// Assembles and links `asm` into a static executable at `path`.
-fn link(asm: &str, path: &std::path::Path) {
-    let obj = path.with_extension("o");
-    let src = path.with_extension("s");
-    std::fs::write(&src, asm).unwrap();
-    let ok = Command::new("riscv64-linux-gnu-as")
-        .args(["-march=rv64ima"])
-        .arg(&src)
-        .arg("-o")
-        .arg(&obj)
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new("riscv64-linux-gnu-ld")
-            .args(["-static", "-e", "_start"])
-            .arg(&obj)
-            .arg("-o")
-            .arg(path)
-            .status()
-            .is_ok_and(|s| s.success());
-    assert!(ok, "assembling {}", src.display());
-    let _ = std::fs::remove_file(&src);
-    let _ = std::fs::remove_file(&obj);
-}
-
 fn qemu(path: &std::path::Path) -> Vec<u8> {
     let out = Command::new("qemu-riscv64")
         .arg(path)
@@ -319,30 +296,6 @@ fn qemu(path: &std::path::Path) -> Vec<u8> {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", path.display());
     out.stdout
-}
-
-/// Whether qemu and the RISC-V assembler and linker are here (CI requires them).
-fn tools_here() -> bool {
-    let here = [
-        "qemu-riscv64",
-        "riscv64-linux-gnu-as",
-        "riscv64-linux-gnu-ld",
-    ]
-    .iter()
-    .all(|t| {
-        Command::new(t)
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if !here {
-        assert!(
-            !std::env::var("WARPVISOR_REQUIRE_RISCV_TOOLS").is_ok_and(|v| v == "1"),
-            "qemu-riscv64 and riscv64 binutils are required (apt-get install -y qemu-user binutils-riscv64-linux-gnu)"
-        );
-        eprintln!("NOT RUN: qemu-riscv64 or riscv64 binutils not found");
-    }
-    here
 }
 
 fn range() -> std::ops::Range<u64> {

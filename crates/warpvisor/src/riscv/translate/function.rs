@@ -15,6 +15,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
+use std::cell::Cell;
+
+use super::dirty;
 use super::layout::{plan, Item, Region};
 use super::ops::{get, local, set, Emitter};
 use crate::riscv::decode::{BranchOp, Op};
@@ -125,27 +128,41 @@ pub fn emit(f: &Function, ctx: &Context, out: &mut String) {
     }
     out.push('\n');
     out.push_str(&e.reload());
-    let mut w = Writer {
-        f,
-        e: &e,
-        ctx,
-        blocks: &blocks,
-        index: &index,
-        insts_of: &insts_of,
-        order: &layout.order,
-        pos: {
-            let mut pos = vec![0; blocks.len()];
-            for (p, &b) in layout.order.iter().enumerate() {
-                pos[b] = p;
-            }
-            pos
-        },
-        out,
-        path: Vec::new(),
-    };
-    w.region(&layout.root, true);
+    let mut pos = vec![0; blocks.len()];
+    for (p, &b) in layout.order.iter().enumerate() {
+        pos[b] = p;
+    }
+    // What jumps through the dispatch carry is known once the body is written: write it
+    // again until that set is stable (once or twice).
+    let mut dispatched = 0u64;
+    loop {
+        let entry = dirty::entry_states(&f.insts, &insts_of, &index, ctx.leaves, dispatched);
+        let mut body = String::new();
+        let mut w = Writer {
+            f,
+            e: &e,
+            ctx,
+            blocks: &blocks,
+            index: &index,
+            insts_of: &insts_of,
+            order: &layout.order,
+            pos: &pos,
+            out: &mut body,
+            path: Vec::new(),
+            entry: &entry,
+            now: Cell::new(0),
+            dispatched: Cell::new(0),
+        };
+        w.region(&layout.root, true);
+        let seen = w.dispatched.get();
+        if seen & !dispatched == 0 {
+            out.push_str(&body);
+            break;
+        }
+        dispatched |= seen;
+    }
     // Every block ends in a jump or a branch out of the loop above.
-    w.out.push_str("    unreachable)\n");
+    out.push_str("    unreachable)\n");
 }
 
 /// Whether execution may go on at the next instruction after `op`.
@@ -165,11 +182,16 @@ struct Writer<'a> {
     insts_of: &'a [std::ops::Range<usize>],
     /// Blocks in layout order, and each block's position in it.
     order: &'a [usize],
-    pos: Vec<usize>,
+    pos: &'a [usize],
     out: &'a mut String,
     /// The regions enclosing the current place, outermost first, each with its items and the
     /// index of the item being written.
     path: Vec<(&'a Region, Vec<Item>, usize)>,
+    /// The dirty registers at each block's start, and at the instruction being written.
+    entry: &'a [u64],
+    now: Cell<u64>,
+    /// The union of the dirty sets that jumps through the dispatch carry.
+    dispatched: Cell<u64>,
 }
 
 impl<'a> Writer<'a> {
@@ -311,7 +333,10 @@ impl<'a> Writer<'a> {
             return if (self.f.start..self.f.end).contains(&target) {
                 format!("(call $bad_jump (i64.const {target:#x})) unreachable")
             } else {
-                format!("{}(return (i64.const {target:#x}))", self.e.spill())
+                format!(
+                    "{}(return (i64.const {target:#x}))",
+                    self.e.spill_dirty(self.now.get())
+                )
             };
         };
         let t = self.pos[b];
@@ -323,6 +348,7 @@ impl<'a> Writer<'a> {
                 return format!("(br {})", self.name("B", t));
             }
         }
+        self.dispatched.set(self.dispatched.get() | self.now.get());
         format!("(local.set $pc (i64.const {target:#x})) (br $dispatch)")
     }
 
@@ -331,9 +357,13 @@ impl<'a> Writer<'a> {
     fn block(&mut self, p: usize) {
         let e = self.e;
         let k = self.order[p];
+        self.now.set(self.entry[k]);
         for inst in &self.f.insts[self.insts_of[k].clone()] {
             let _ = writeln!(self.out, "    ;; {:x}: {}", inst.addr, disasm::text(inst));
             let next = inst.addr + inst.len as u64;
+            // Dirty before this instruction, and with its link register written.
+            let now = self.now.get();
+            let linked = now | written(&inst.op).filter(|&r| r != 0).map_or(0, dirty::bit);
             match inst.op {
                 Op::Jal { rd: 0, offset } => {
                     let j = self.jump(inst.addr.wrapping_add(offset as u64));
@@ -351,8 +381,14 @@ impl<'a> Writer<'a> {
                         set(rd, &format!("(i64.const {next:#x})"))
                     );
                     match self.ctx.leaves.get(&target) {
-                        Some(leaf) => self.out.push_str(&e.call_leaf(&callee, next, leaf)),
-                        None => self.out.push_str(&e.call(&callee, next)),
+                        Some(leaf) => {
+                            // A leaf that comes back elsewhere leaves through the dispatch with
+                            // what it did not store still dirty.
+                            let kept = dirty::after(inst, now, self.ctx.leaves);
+                            self.dispatched.set(self.dispatched.get() | kept);
+                            self.out.push_str(&e.call_leaf(&callee, next, leaf, linked))
+                        }
+                        None => self.out.push_str(&e.call(&callee, next, linked)),
                     }
                 }
                 Op::Jalr { rd, rs1, offset } => {
@@ -368,17 +404,22 @@ impl<'a> Writer<'a> {
                             set(rd, &format!("(i64.const {next:#x})"))
                         );
                         self.out
-                            .push_str(&e.call("(call $run_at (local.get $t))", next));
+                            .push_str(&e.call("(call $run_at (local.get $t))", next, linked));
                     } else if rs1 == 1 || rs1 == 5 {
                         // A return (the link registers, as RISC-V's return-address hints read
                         // them): always leave, so the WebAssembly stack unwinds with the guest's.
-                        let _ = writeln!(self.out, "{}    (return (local.get $t))", e.spill());
+                        let _ = writeln!(
+                            self.out,
+                            "{}    (return (local.get $t))",
+                            e.spill_dirty(now)
+                        );
                     } else {
+                        self.dispatched.set(self.dispatched.get() | now);
                         let _ = writeln!(
                             self.out,
                             "    (if {} (then (local.set $pc (local.get $t)) (br $dispatch)))\n{}    (return (local.get $t))",
                             e.in_range("(local.get $t)"),
-                            e.spill()
+                            e.spill_dirty(now)
                         );
                     }
                 }
@@ -413,6 +454,7 @@ impl<'a> Writer<'a> {
                 }
                 _ => self.out.push_str(&e.op(inst)),
             }
+            self.now.set(dirty::after(inst, now, self.ctx.leaves));
         }
         // Falling through to a block placed elsewhere (or off the function's end).
         let last = self.insts_of[k].clone().last().map(|i| &self.f.insts[i]);

@@ -6,6 +6,7 @@
 //! Memory: the runtime's scratch data below 0x10000, the executable at its own addresses,
 //! the stack above it, then the program break and anonymous mappings, grown on demand.
 
+mod dirty;
 pub mod float;
 mod function;
 mod layout;

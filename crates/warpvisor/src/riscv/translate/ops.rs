@@ -91,6 +91,15 @@ impl Emitter<'_> {
         store(self.dirty.iter())
     }
 
+    /// Stores the registers of the dirty set `now` (see `dirty.rs`) into the register globals.
+    pub fn spill_dirty(&self, now: u64) -> String {
+        store(
+            self.dirty
+                .iter()
+                .filter(|&&r| now & super::dirty::bit(r) != 0),
+        )
+    }
+
     /// Loads the registers the function uses from the register globals.
     pub fn reload(&self) -> String {
         load(self.used.iter())
@@ -106,21 +115,32 @@ impl Emitter<'_> {
     }
 
     /// A call through `callee` (an expression returning the next address) that is expected to
-    /// come back at `ret`; anywhere else goes through the dispatch table.
-    pub fn call(&self, callee: &str, ret: u64) -> String {
+    /// come back at `ret`, with the registers of `now` dirty; anywhere else goes through the
+    /// dispatch table.
+    pub fn call(&self, callee: &str, ret: u64, now: u64) -> String {
         format!(
             "{}    (local.set $next {callee})\n{}    (if (i64.ne (local.get $next) (i64.const {ret:#x})) (then (local.set $pc (local.get $next)) (br $dispatch)))\n",
-            self.spill(),
+            self.spill_dirty(now),
             self.reload()
         )
     }
 
     /// A call to a leaf function (see `function::is_leaf`) with registers `leaf`: only the
     /// registers it uses are stored first and only those it writes are reloaded.
-    pub fn call_leaf(&self, callee: &str, ret: u64, leaf: &super::function::Registers) -> String {
+    pub fn call_leaf(
+        &self,
+        callee: &str,
+        ret: u64,
+        leaf: &super::function::Registers,
+        now: u64,
+    ) -> String {
         format!(
             "{}    (local.set $next {callee})\n{}    (if (i64.ne (local.get $next) (i64.const {ret:#x})) (then (local.set $pc (local.get $next)) (br $dispatch)))\n",
-            store(self.dirty.intersection(&leaf.used)),
+            store(
+                self.dirty
+                    .intersection(&leaf.used)
+                    .filter(|&&r| now & super::dirty::bit(r) != 0)
+            ),
             load(self.used.intersection(&leaf.dirty))
         )
     }
