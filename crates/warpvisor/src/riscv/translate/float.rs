@@ -1,10 +1,47 @@
 //! The F and D extensions: one line of WAT per instruction, on registers that hold raw bits
-//! (singles NaN-boxed). WebAssembly rounds to nearest-even; an instruction whose rounding
-//! mode is another (statically, or `frm` at run time for the dynamic mode) traps as
-//! unsupported, except conversions to integers, which implement all five modes. NaN results
-//! are RISC-V's canonical NaN. `fflags` is not accumulated (docs/riscv.md).
+//! (singles NaN-boxed). NaN results are RISC-V's canonical NaN. WebAssembly rounds to
+//! nearest-even and has no exception flags: a module whose program can observe either (it
+//! reads `fflags`/`fcsr`, or writes `frm`/`fcsr`, see [`FloatEnv`]) sends every rounding
+//! operation through the runtime's exact emulation (`fenv.wat`), as does any instruction with
+//! a static rounding mode other than nearest-even; other programs keep WebAssembly's
+//! operators. Conversions to integers implement all five modes and raise their flags always.
 
 use super::ops::{get, set, F};
+use crate::riscv::decode::{CsrOp, Inst, Op};
+
+/// What a program can observe of the floating-point environment, found in its code.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FloatEnv {
+    /// Some instruction reads `fflags` or `fcsr`: the flags must be accumulated.
+    pub flags: bool,
+    /// Some instruction writes `frm` or `fcsr`: the dynamic rounding mode may change.
+    pub modes: bool,
+}
+
+impl FloatEnv {
+    /// The environment the instructions `insts` can observe.
+    pub fn of<'i>(insts: impl IntoIterator<Item = &'i Inst>) -> FloatEnv {
+        let mut env = FloatEnv::default();
+        for inst in insts {
+            if let Op::Csr {
+                op, rd, src, csr, ..
+            } = inst.op
+            {
+                // A read into x0 is no read the program can see.
+                let reads = rd != 0;
+                let writes = op == CsrOp::Rw || src != 0;
+                env.flags |= reads && matches!(csr, 1 | 3);
+                env.modes |= writes && matches!(csr, 2 | 3);
+            }
+        }
+        env
+    }
+
+    /// Whether every rounding operation goes through the exact emulation.
+    fn exact(self) -> bool {
+        self.flags || self.modes
+    }
+}
 
 /// Which registers a floating-point instruction reads and writes, in the translator's
 /// numbering (integer 0–31, floating-point 32–63).
@@ -66,7 +103,7 @@ fn result(expr: &str, double: bool) -> String {
 
 /// The WAT of a floating-point instruction other than loads and stores; `None` where
 /// it is not translated.
-pub fn op(mnemonic: &str, bits: u32, pc: u64) -> Option<String> {
+pub fn op(mnemonic: &str, bits: u32, pc: u64, env: FloatEnv) -> Option<String> {
     if let Some(line) = moves(mnemonic, bits) {
         return Some(line);
     }
@@ -77,42 +114,85 @@ pub fn op(mnemonic: &str, bits: u32, pc: u64) -> Option<String> {
     let (a, b) = (value(rs1, double), value(rs2, double));
     let base = mnemonic.split('.').next().unwrap_or("");
     if base == "fcvt" {
-        return Some(convert(mnemonic, rd, rs1, rm, pc));
+        return Some(convert(mnemonic, rd, rs1, rm, pc, env));
     }
-    // Arithmetic rounds to nearest-even only (in the other instructions these bits are part
-    // of the opcode).
-    let rne = match rm {
-        0 => String::new(),
-        7 => format!("(call $need_rne (i64.const {pc:#x})) "),
-        _ if matches!(base, "fmin" | "fmax" | "feq" | "flt" | "fle" | "fclass") => String::new(),
-        _ => {
-            return Some(format!(
-                "(call $unsupported (i64.const {pc:#x})) unreachable"
-            ))
+    let single = i32::from(!double);
+    // The exact emulation: every mode and the flags.
+    let emulated = |code: u32| {
+        // Only the operands the instruction has: the other fields are part of its opcode.
+        let operand = |r: u8, has: bool| {
+            if has {
+                get(F + r)
+            } else {
+                "(i64.const 0)".into()
+            }
+        };
+        set(
+            F + rd,
+            &format!(
+                "(call $fenv_op (i32.const {code}) {} {} {} (i32.const {single}) (i32.const {rm}) (i64.const {pc:#x}))",
+                get(F + rs1),
+                operand(rs2, code != 4),
+                operand(rs3, code >= 5)
+            ),
+        )
+    };
+    let rounding = matches!(
+        base,
+        "fadd" | "fsub" | "fmul" | "fdiv" | "fsqrt" | "fmadd" | "fmsub" | "fnmsub" | "fnmadd"
+    );
+    if rounding && (env.exact() || !matches!(rm, 0 | 7)) {
+        let code = match base {
+            "fadd" => 0,
+            "fsub" => 1,
+            "fmul" => 2,
+            "fdiv" => 3,
+            "fsqrt" => 4,
+            "fmadd" => 5,
+            "fmsub" => 6,
+            "fnmsub" => 7,
+            _ => 8,
+        };
+        return Some(emulated(code));
+    }
+    // The invalid flag of comparisons and min/max, where flags are read.
+    let nv = |quiet: bool| {
+        if env.flags {
+            format!(
+                "(call $fenv_nv (i32.const {}) {} {} (i32.const {single})) ",
+                i32::from(quiet),
+                get(F + rs1),
+                get(F + rs2)
+            )
+        } else {
+            String::new()
         }
     };
+    // Here arithmetic rounds to nearest-even: its rm is 0, or 7 with `frm` never written.
     let line = match base {
         "fadd" | "fsub" | "fmul" | "fdiv" => {
             let ins = &base[1..];
-            format!(
-                "{rne}{}",
-                set(F + rd, &result(&format!("({t}.{ins} {a} {b})"), double))
-            )
+            set(F + rd, &result(&format!("({t}.{ins} {a} {b})"), double))
         }
-        "fsqrt" => format!(
-            "{rne}{}",
-            set(F + rd, &result(&format!("({t}.sqrt {a})"), double))
-        ),
+        "fsqrt" => set(F + rd, &result(&format!("({t}.sqrt {a})"), double)),
         "fmin" | "fmax" => {
             let w = if double { "d" } else { "s" };
-            set(
-                F + rd,
-                &format!("(call ${base}_{w} {} {})", get(F + rs1), get(F + rs2)),
+            format!(
+                "{}{}",
+                nv(true),
+                set(
+                    F + rd,
+                    &format!("(call ${base}_{w} {} {})", get(F + rs1), get(F + rs2)),
+                )
             )
         }
         "feq" | "flt" | "fle" => {
             let cmp = &base[1..];
-            set(rd, &format!("(i64.extend_i32_u ({t}.{cmp} {a} {b}))"))
+            format!(
+                "{}{}",
+                nv(base == "feq"),
+                set(rd, &format!("(i64.extend_i32_u ({t}.{cmp} {a} {b}))"))
+            )
         }
         "fclass" => {
             let w = if double { "d" } else { "s" };
@@ -128,15 +208,12 @@ pub fn op(mnemonic: &str, bits: u32, pc: u64) -> Option<String> {
                 _ => (true, true),
             };
             let w = if double { "d" } else { "s" };
-            format!(
-                "{rne}{}",
-                set(
-                    F + rd,
-                    &result(
-                        &format!("(call $fma_{w} {} {b} {})", neg(a, na), neg(c, nc)),
-                        double
-                    )
-                )
+            set(
+                F + rd,
+                &result(
+                    &format!("(call $fma_{w} {} {b} {})", neg(a, na), neg(c, nc)),
+                    double,
+                ),
             )
         }
         _ => return None,
@@ -146,23 +223,34 @@ pub fn op(mnemonic: &str, bits: u32, pc: u64) -> Option<String> {
 
 /// `fcvt.A.B`: between the formats, integer → float (rounded to nearest-even: exact for the
 /// 32-bit sources), float → integer (every rounding mode, RISC-V's saturation and NaN rules).
-fn convert(mnemonic: &str, rd: u8, rs1: u8, rm: u32, pc: u64) -> String {
+fn convert(mnemonic: &str, rd: u8, rs1: u8, rm: u32, pc: u64, env: FloatEnv) -> String {
     let parts: Vec<&str> = mnemonic.split('.').collect();
     let (to, from) = (parts.get(1).copied(), parts.get(2).copied());
     // To a float format: exact from a single or a 32-bit integer to a double; otherwise
-    // rounded to nearest-even only.
+    // rounded, through the exact emulation where the mode may not be nearest-even or the
+    // flags are read.
     let exact = to == Some("d") && matches!(from, Some("s" | "w" | "wu"));
-    if matches!(to, Some("s" | "d")) && !exact {
-        match rm {
-            0 => {}
-            7 => {
-                return format!(
-                    "(call $need_rne (i64.const {pc:#x})) {}",
-                    convert(mnemonic, rd, rs1, 0, pc)
-                )
-            }
-            _ => return format!("(call $unsupported (i64.const {pc:#x})) unreachable"),
-        }
+    if matches!(to, Some("s" | "d")) && !exact && (env.exact() || !matches!(rm, 0 | 7)) {
+        let kind = match from {
+            Some("d") => 4,
+            _ => int_kind(mnemonic, 2).unwrap_or(2),
+        };
+        return set(
+            F + rd,
+            &format!(
+                "(call $fenv_cvt (i32.const {kind}) {} (i32.const {}) (i32.const {rm}) (i64.const {pc:#x}))",
+                if kind == 4 { get(F + rs1) } else { get(rs1) },
+                i32::from(to == Some("s"))
+            ),
+        );
+    }
+    if (to, from) == (Some("d"), Some("s")) && env.flags {
+        // Widening is exact; a signaling NaN is invalid.
+        return format!(
+            "(call $fenv_nv (i32.const 1) {0} {0} (i32.const 1)) {1}",
+            get(F + rs1),
+            convert(mnemonic, rd, rs1, rm, pc, FloatEnv::default())
+        );
     }
     match (to, from) {
         (Some("s"), Some("d")) => set(

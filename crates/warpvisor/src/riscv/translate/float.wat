@@ -13,11 +13,6 @@
       (i64.extend_i32_u (select (i32.const 0x7fc00000) (i32.reinterpret_f32 (local.get $x))
         (f32.ne (local.get $x) (local.get $x))))))
 
-  ;; The dynamic rounding mode must be round-to-nearest-even, the only one WebAssembly has.
-  (func $need_rne (param $pc i64)
-    (if (i64.ne (i64.and (i64.shr_u (global.get $fcsr) (i64.const 5)) (i64.const 7)) (i64.const 0))
-      (then (call $unsupported (local.get $pc)))))
-
   ;; fmin/fmax: a NaN operand yields the other; two NaNs the canonical NaN; -0 < +0.
   (func $fmin_d (param $a i64) (param $b i64) (result i64)
     (local $x f64) (local $y f64)
@@ -190,6 +185,7 @@
     (if (i32.eq (local.get $rm) (i32.const 7))
       (then (local.set $rm (i32.wrap_i64 (i64.and (i64.shr_u (global.get $fcsr) (i64.const 5)) (i64.const 7))))))
     (if (f64.ne (local.get $x) (local.get $x)) (then
+      (call $raise (i32.const 16))
       (if (i32.eqz (local.get $kind)) (then (return (i64.const 0x7fffffff))))
       (if (i32.eq (local.get $kind) (i32.const 2)) (then (return (i64.const 0x7fffffffffffffff))))
       (return (i64.const -1))))
@@ -206,6 +202,16 @@
           (f64.ge (f64.abs (f64.sub (local.get $x) (local.get $t))) (f64.const 0.5))))
         (br $done)))
       (call $illegal (local.get $pc)))
+    ;; Flags: invalid beyond the kind's range, else inexact when rounding moved the value.
+    (if (if (result i32) (i32.eqz (local.get $kind))
+          (then (i32.or (f64.lt (local.get $r) (f64.const -0x1p31)) (f64.gt (local.get $r) (f64.const 0x1.fffffffcp30))))
+          (else (if (result i32) (i32.eq (local.get $kind) (i32.const 1))
+            (then (i32.or (f64.lt (local.get $r) (f64.const 0)) (f64.gt (local.get $r) (f64.const 0x1.fffffffep31))))
+            (else (if (result i32) (i32.eq (local.get $kind) (i32.const 2))
+              (then (i32.or (f64.lt (local.get $r) (f64.const -0x1p63)) (f64.ge (local.get $r) (f64.const 0x1p63))))
+              (else (i32.or (f64.lt (local.get $r) (f64.const 0)) (f64.ge (local.get $r) (f64.const 0x1p64)))))))))
+      (then (call $raise (i32.const 16)))
+      (else (if (f64.ne (local.get $r) (local.get $x)) (then (call $raise (i32.const 1))))))
     (if (i32.eqz (local.get $kind)) (then (return (i64.extend_i32_s (i32.trunc_sat_f64_s (local.get $r))))))
     (if (i32.eq (local.get $kind) (i32.const 1)) (then (return (i64.extend_i32_s (i32.trunc_sat_f64_u (local.get $r))))))
     (if (i32.eq (local.get $kind) (i32.const 2)) (then (return (i64.trunc_sat_f64_s (local.get $r)))))

@@ -34,6 +34,8 @@ pub struct Context<'a> {
     /// own: a call to one needs to store only the registers it uses and reload only those it
     /// writes.
     pub leaves: &'a BTreeMap<u64, Registers>,
+    /// What the program observes of the floating-point environment.
+    pub fenv: super::float::FloatEnv,
 }
 
 /// The registers a function reads or writes (`used`) and writes (`dirty`), `x0` left out.
@@ -120,6 +122,7 @@ pub fn emit(f: &Function, ctx: &Context, out: &mut String) {
         end: f.end,
         used: &used,
         dirty: &dirty,
+        fenv: ctx.fenv,
     };
     let _ = writeln!(out, "  ;; {} ({:#x}..{:#x})", f.name, f.start, f.end);
     let _ = write!(out, "  (func {} (param $pc i64) (result i64)\n    (local $t i64) (local $t2 i64) (local $next i64) (local $a i32) (local $w i32)", func_name(f.start));

@@ -22,6 +22,8 @@ use super::program::{Function, Program};
 /// the floating-point helpers.
 const RUNTIME: &str = include_str!("runtime.wat");
 const FLOAT_RUNTIME: &str = include_str!("float.wat");
+/// The floating-point environment's runtime: flags and the rounding modes.
+const FENV_RUNTIME: &str = include_str!("fenv.wat");
 
 /// The default size of a translated program's stack.
 pub const DEFAULT_STACK_SIZE: u64 = 1 << 20;
@@ -89,6 +91,7 @@ pub fn module(image: &ElfImage, program: &Program, options: &TranslateOptions) -
     out.push_str("(module\n");
     out.push_str(RUNTIME);
     out.push_str(FLOAT_RUNTIME);
+    out.push_str(FENV_RUNTIME);
     let _ = writeln!(
         out,
         "\n  ;; ---- this executable ----\n  (memory (export \"memory\") {})",
@@ -151,6 +154,7 @@ pub fn module(image: &ElfImage, program: &Program, options: &TranslateOptions) -
         leaders: &program.leaders,
         starts: &starts,
         leaves: &leaves,
+        fenv: float::FloatEnv::of(program.functions.iter().flat_map(|f| &f.insts)),
     };
     for f in &program.functions {
         function::emit(f, &ctx, &mut out);

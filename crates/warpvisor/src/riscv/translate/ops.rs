@@ -83,6 +83,8 @@ pub struct Emitter<'a> {
     pub used: &'a BTreeSet<u8>,
     /// The registers it writes.
     pub dirty: &'a BTreeSet<u8>,
+    /// What the program observes of the floating-point environment.
+    pub fenv: super::float::FloatEnv,
 }
 
 impl Emitter<'_> {
@@ -291,7 +293,7 @@ impl Emitter<'_> {
                 if double { "i64.store" } else { "i64.store32" },
                 get(F + rs2)
             ),
-            Op::Float { mnemonic, bits } => super::float::op(mnemonic, bits, pc)
+            Op::Float { mnemonic, bits } => super::float::op(mnemonic, bits, pc, self.fenv)
                 .unwrap_or_else(|| format!("(call $unsupported (i64.const {pc:#x})) unreachable")),
             Op::Illegal { .. } => format!("(call $illegal (i64.const {pc:#x})) unreachable"),
             Op::Jal { .. } | Op::Jalr { .. } | Op::Branch { .. } => {
