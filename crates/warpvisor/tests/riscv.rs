@@ -122,6 +122,8 @@ fn cases() -> Vec<Case> {
         // and mode: the special operands and 300 random ones per line.
         case("fenv-1", "fenv", &["1"], b""),
         case("fenv-2", "fenv", &["2"], b""),
+        // A difference of two numbers near the top of the range whose TwoSum steps overflow.
+        case("fenv-80", "fenv", &["80"], b""),
     ]
 }
 

@@ -166,14 +166,14 @@ pub(super) fn wasi_jobs(
     path: Option<&Path>,
     env: &[(String, String)],
     args: &[String],
-    stdin: &[u8],
+    stdin: Vec<u8>,
     vms: u32,
 ) -> anyhow::Result<Vec<WasiJob>> {
     let Some(path) = path else {
         let one = WasiJob {
             args: args.to_vec(),
             env: env.to_vec(),
-            stdin: stdin.to_vec(),
+            stdin,
         };
         return Ok(vec![one; vms as usize]);
     };
@@ -285,7 +285,7 @@ fn run_wasi(args: &RunArgs, executor: &mut Executor, bytes: &[u8]) -> anyhow::Re
         Some(path) => read_stdin_file(path)?,
         None => Vec::new(),
     };
-    let jobs = wasi_jobs(args.jobs.as_deref(), &env, &args.args, &stdin, args.vms)?;
+    let jobs = wasi_jobs(args.jobs.as_deref(), &env, &args.args, stdin, args.vms)?;
     let name = program_name(&args.module);
     let config = WasiRunConfig {
         fleet: args.fleet.fleet(args.vms),

@@ -197,6 +197,14 @@
       (local.set $s (f64.add (local.get $a) (local.get $b)))
       (if (f64.ne (local.get $s) (local.get $s)) (then (call $raise (i32.const 16))))
       (return (local.get $s))))
+    ;; Near the top of the range TwoSum's own steps would overflow: both operands scaled by
+    ;; 1/4 (a tiny partner, which that would round, only decides a direction: a stand-in).
+    (if (f64.ge (f64.max (f64.abs (local.get $a)) (f64.abs (local.get $b))) (f64.const 0x1p1021)) (then
+      (local.set $a (select (f64.mul (local.get $a) (f64.const 0.25)) (f64.copysign (f64.const 0x1p-1000) (local.get $a))
+        (i32.or (f64.ge (f64.abs (local.get $a)) (f64.const 0x1p-1020)) (f64.eq (local.get $a) (f64.const 0)))))
+      (local.set $b (select (f64.mul (local.get $b) (f64.const 0.25)) (f64.copysign (f64.const 0x1p-1000) (local.get $b))
+        (i32.or (f64.ge (f64.abs (local.get $b)) (f64.const 0x1p-1020)) (f64.eq (local.get $b) (f64.const 0)))))
+      (local.set $k (i32.const -2))))
     (local.set $s (call $two_sum (local.get $a) (local.get $b)))
     (if (f64.eq (local.get $s) (f64.const 0)) (then
       ;; Zeros of one sign keep it; anything else cancelling exactly gives the mode's zero.
@@ -204,9 +212,6 @@
                    (i64.eq (i64.reinterpret_f64 (local.get $a)) (i64.reinterpret_f64 (local.get $b))))
         (then (return (local.get $a))))
       (return (call $fenv_zero (local.get $m)))))
-    (if (f64.eq (f64.abs (local.get $s)) (f64.const inf)) (then
-      (local.set $s (call $two_sum (f64.mul (local.get $a) (f64.const 0.25)) (f64.mul (local.get $b) (f64.const 0.25))))
-      (local.set $k (i32.const -2))))
     (call $fenv_round (local.get $s) (global.get $fenv_lo) (local.get $k) (local.get $single) (local.get $m)))
 
   ;; a * b.
