@@ -19,8 +19,8 @@ use std::cell::Cell;
 
 use super::dirty;
 use super::layout::{plan, Item, Region};
-use super::ops::{get, local, set, Emitter};
-use crate::riscv::decode::{BranchOp, Op};
+use super::ops::{get, group_local, local, set, Access, Emitter};
+use crate::riscv::decode::{BranchOp, Inst, Op};
 use crate::riscv::disasm;
 use crate::riscv::program::{read, written, Function};
 
@@ -129,6 +129,14 @@ pub fn emit(f: &Function, ctx: &Context, out: &mut String) {
     for r in &used {
         let _ = write!(out, " (local {} i64)", local(*r));
     }
+    let bases: BTreeSet<u8> = f
+        .insts
+        .iter()
+        .filter_map(|i| access_base(&i.op).map(|(r, _)| r))
+        .collect();
+    for r in &bases {
+        let _ = write!(out, " (local {} i64)", group_local(*r));
+    }
     out.push('\n');
     out.push_str(&e.reload());
     let mut pos = vec![0; blocks.len()];
@@ -166,6 +174,61 @@ pub fn emit(f: &Function, ctx: &Context, out: &mut String) {
     }
     // Every block ends in a jump or a branch out of the loop above.
     out.push_str("    unreachable)\n");
+}
+
+/// The base register and offset of a load or store (atomics excepted).
+fn access_base(op: &Op) -> Option<(u8, i64)> {
+    match *op {
+        Op::Load { rs1, offset, .. }
+        | Op::Store { rs1, offset, .. }
+        | Op::FloatLoad { rs1, offset, .. }
+        | Op::FloatStore { rs1, offset, .. } => Some((rs1, offset)),
+        _ => None,
+    }
+}
+
+/// The groups of loads and stores of a block's instructions that share one address check
+/// ([`Access`]): accesses through one base register with no write to it, no system call and
+/// no control transfer between them.
+fn access_groups(insts: &[Inst]) -> Vec<Option<Access>> {
+    let mut groups: Vec<(i64, i64)> = Vec::new();
+    let mut open: BTreeMap<u8, usize> = BTreeMap::new();
+    let mut member: Vec<Option<(usize, bool)>> = Vec::with_capacity(insts.len());
+    for inst in insts {
+        match access_base(&inst.op) {
+            Some((r, off)) => match open.get(&r) {
+                Some(&g) => {
+                    groups[g] = (groups[g].0.min(off), groups[g].1.max(off));
+                    member.push(Some((g, false)));
+                }
+                None => {
+                    groups.push((off, off));
+                    open.insert(r, groups.len() - 1);
+                    member.push(Some((groups.len() - 1, true)));
+                }
+            },
+            None => member.push(None),
+        }
+        if matches!(
+            inst.op,
+            Op::Ecall | Op::Branch { .. } | Op::Jal { .. } | Op::Jalr { .. }
+        ) {
+            open.clear();
+        }
+        if let Some(r) = written(&inst.op) {
+            open.remove(&r);
+        }
+    }
+    member
+        .into_iter()
+        .map(|m| {
+            m.map(|(g, first)| Access {
+                lo: groups[g].0,
+                hi: groups[g].1,
+                first,
+            })
+        })
+        .collect()
 }
 
 /// Whether execution may go on at the next instruction after `op`.
@@ -361,7 +424,9 @@ impl<'a> Writer<'a> {
         let e = self.e;
         let k = self.order[p];
         self.now.set(self.entry[k]);
-        for inst in &self.f.insts[self.insts_of[k].clone()] {
+        let insts = &self.f.insts[self.insts_of[k].clone()];
+        let accesses = access_groups(insts);
+        for (inst, access) in insts.iter().zip(accesses) {
             let _ = writeln!(self.out, "    ;; {:x}: {}", inst.addr, disasm::text(inst));
             let next = inst.addr + inst.len as u64;
             // Dirty before this instruction, and with its link register written.
@@ -455,7 +520,7 @@ impl<'a> Writer<'a> {
                         }
                     }
                 }
-                _ => self.out.push_str(&e.op(inst)),
+                _ => self.out.push_str(&e.op(inst, access)),
             }
             self.now.set(dirty::after(inst, now, self.ctx.leaves));
         }

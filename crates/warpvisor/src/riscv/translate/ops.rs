@@ -53,7 +53,8 @@ pub fn set(r: u8, value: &str) -> String {
 /// 32-bit space, beyond every memory the translation declares, which is the memory trap every
 /// backend gives. A branch, not a `select` on the address: it stays off the access's
 /// dependency chain and the C compiler cannot turn it back into a conditional move (a store is
-/// not speculated). The access adds `LOWEST` back as its static offset ([`CHECKED`]).
+/// not speculated). The access adds `LOWEST` back as its static offset ([`AT_A`]). Loads and
+/// stores share such checks through [`Access`]; atomics check each access.
 fn check(rs1: u8, offset: i64) -> String {
     format!(
         "(local.set $t (i64.add {} (i64.const {}))) (if (i64.ge_u (local.get $t) (i64.const {:#x})) (then (i32.store8 (i32.const -1) (i32.const 0))))",
@@ -67,11 +68,51 @@ fn check(rs1: u8, offset: i64) -> String {
 /// (the runtime's own tables live below it, out of the program's reach).
 const LOWEST: i64 = 0x1_0000;
 
-/// The memory argument of an access whose address [`check`] left in `$t`.
-const CHECKED: &str = "offset=0x10000 (i32.wrap_i64 (local.get $t))";
-
 /// The memory offset of an access through `$a`, the address [`check`] left in `$t` wrapped.
 const AT_A: &str = "offset=0x10000 (local.get $a)";
+
+/// A load or store in a group of accesses through one base register within a block, with no
+/// write to the register, system call or branch between them (`function.rs` forms them): the
+/// group's first access checks, once, that every access of the group lies in `LOWEST..4 GiB`
+/// (the offsets span less than 4 KiB) and leaves the base less `lo` and [`LOWEST`] in
+/// `$g<base>`; each access adds its own offset back statically. Faulting at the group's first
+/// access rather than at the faulting one changes nothing a program can observe: nothing it
+/// does in between leaves the VM.
+#[derive(Clone, Copy, Debug)]
+pub struct Access {
+    /// The group's lowest and highest offsets.
+    pub lo: i64,
+    pub hi: i64,
+    /// Whether this access is the group's first.
+    pub first: bool,
+}
+
+impl Access {
+    /// The group's check (at its first access) and this access's memory argument.
+    fn address(&self, rs1: u8, offset: i64) -> (String, String) {
+        let g = format!("$g{rs1}");
+        let check = if self.first {
+            format!(
+                "(local.set {g} (i64.add {} (i64.const {}))) (if (i64.ge_u (local.get {g}) (i64.const {:#x})) (then (i32.store8 (i32.const -1) (i32.const 0)))) ",
+                get(rs1),
+                self.lo - LOWEST,
+                (1i64 << 32) - LOWEST - (self.hi - self.lo)
+            )
+        } else {
+            String::new()
+        };
+        let memarg = format!(
+            "offset={:#x} (i32.wrap_i64 (local.get {g}))",
+            LOWEST + offset - self.lo
+        );
+        (check, memarg)
+    }
+}
+
+/// The local of a group whose base register is `r`.
+pub fn group_local(r: u8) -> String {
+    format!("$g{r}")
+}
 
 /// The function being emitted: its range and its registers.
 pub struct Emitter<'a> {
@@ -147,8 +188,14 @@ impl Emitter<'_> {
         )
     }
 
-    /// A non-control-flow instruction.
-    pub fn op(&self, inst: &Inst) -> String {
+    /// A non-control-flow instruction; `access`: its place in a group of accesses, for loads
+    /// and stores (without it, the access checks itself).
+    pub fn op(&self, inst: &Inst, access: Option<Access>) -> String {
+        let single = Access {
+            lo: 0,
+            hi: 0,
+            first: true,
+        };
         let pc = inst.addr;
         let line = match inst.op {
             Op::Lui { rd, imm } => set(rd, &format!("(i64.const {imm})")),
@@ -170,7 +217,9 @@ impl Emitter<'_> {
                     LoadOp::Hu => "i64.load16_u",
                     LoadOp::Wu => "i64.load32_u",
                 };
-                format!("{} {}", check(rs1, offset), set(rd, &format!("({load} {CHECKED})")))
+                let a = access.unwrap_or(Access { lo: offset, hi: offset, ..single });
+                let (check, mem) = a.address(rs1, offset);
+                format!("{check}{}", set(rd, &format!("({load} {mem})")))
             }
             Op::Store {
                 op,
@@ -184,7 +233,9 @@ impl Emitter<'_> {
                     StoreOp::W => "i64.store32",
                     StoreOp::D => "i64.store",
                 };
-                format!("{} ({store} {CHECKED} {})", check(rs1, offset), get(rs2))
+                let a = access.unwrap_or(Access { lo: offset, hi: offset, ..single });
+                let (check, mem) = a.address(rs1, offset);
+                format!("{check}({store} {mem} {})", get(rs2))
             }
             Op::AluImm {
                 op,
@@ -275,24 +326,29 @@ impl Emitter<'_> {
                 rs1,
                 offset,
             } => {
+                let a = access.unwrap_or(Access { lo: offset, hi: offset, ..single });
+                let (check, mem) = a.address(rs1, offset);
                 let value = if double {
-                    format!("(i64.load {CHECKED})")
+                    format!("(i64.load {mem})")
                 } else {
-                    format!("(i64.or (i64.load32_u {CHECKED}) (i64.const {}))", super::float::NAN_BOX)
+                    format!("(i64.or (i64.load32_u {mem}) (i64.const {}))", super::float::NAN_BOX)
                 };
-                format!("{} {}", check(rs1, offset), set(F + rd, &value))
+                format!("{check}{}", set(F + rd, &value))
             }
             Op::FloatStore {
                 double,
                 rs1,
                 rs2,
                 offset,
-            } => format!(
-                "{} ({} {CHECKED} {})",
-                check(rs1, offset),
-                if double { "i64.store" } else { "i64.store32" },
-                get(F + rs2)
-            ),
+            } => {
+                let a = access.unwrap_or(Access { lo: offset, hi: offset, ..single });
+                let (check, mem) = a.address(rs1, offset);
+                format!(
+                    "{check}({} {mem} {})",
+                    if double { "i64.store" } else { "i64.store32" },
+                    get(F + rs2)
+                )
+            }
             Op::Float { mnemonic, bits } => super::float::op(mnemonic, bits, pc, self.fenv)
                 .unwrap_or_else(|| format!("(call $unsupported (i64.const {pc:#x})) unreachable")),
             Op::Illegal { .. } => format!("(call $illegal (i64.const {pc:#x})) unreachable"),
