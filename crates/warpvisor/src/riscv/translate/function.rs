@@ -540,3 +540,60 @@ impl<'a> Writer<'a> {
 pub fn func_name(addr: u64) -> String {
     format!("$f_{addr:x}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::riscv::decode::LoadOp;
+
+    fn ld(rd: u8, rs1: u8, offset: i64) -> Inst {
+        Inst {
+            addr: 0,
+            len: 4,
+            op: Op::Load {
+                op: LoadOp::D,
+                rd,
+                rs1,
+                offset,
+            },
+        }
+    }
+
+    /// (lo, hi, first) of each access, `None` for other instructions.
+    fn groups(insts: &[Inst]) -> Vec<Option<(i64, i64, bool)>> {
+        access_groups(insts)
+            .into_iter()
+            .map(|a| a.map(|a| (a.lo, a.hi, a.first)))
+            .collect()
+    }
+
+    #[test]
+    fn accesses_through_one_base_share_a_check_until_the_base_changes() {
+        let ecall = Inst {
+            addr: 0,
+            len: 4,
+            op: Op::Ecall,
+        };
+        let insts = [
+            ld(5, 2, 8),
+            ld(6, 2, -16),
+            ld(2, 2, 0), // writes the base after its own access: the group ends after it
+            ld(7, 2, 4),
+            ld(8, 2, 12),
+            ecall, // a system call ends every group
+            ld(9, 2, 24),
+        ];
+        assert_eq!(
+            groups(&insts),
+            vec![
+                Some((-16, 8, true)),
+                Some((-16, 8, false)),
+                Some((-16, 8, false)),
+                Some((4, 12, true)),
+                Some((4, 12, false)),
+                None,
+                Some((24, 24, true)),
+            ]
+        );
+    }
+}
