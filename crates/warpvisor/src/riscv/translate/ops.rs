@@ -80,8 +80,9 @@ const AT_A: &str = "offset=0x10000 (local.get $a)";
 /// does in between leaves the VM.
 #[derive(Clone, Copy, Debug)]
 pub struct Access {
-    /// The group's lowest and highest offsets.
+    /// The group's lowest offset.
     pub lo: i64,
+    /// The group's highest offset.
     pub hi: i64,
     /// Whether this access is the group's first.
     pub first: bool,
