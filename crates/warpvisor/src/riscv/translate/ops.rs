@@ -89,6 +89,17 @@ pub struct Access {
 }
 
 impl Access {
+    /// The check and memory argument of an access at `offset(rs1)` in `group` (without one,
+    /// a group of its own).
+    fn of(group: Option<Access>, rs1: u8, offset: i64) -> (String, String) {
+        let alone = Access {
+            lo: offset,
+            hi: offset,
+            first: true,
+        };
+        group.unwrap_or(alone).address(rs1, offset)
+    }
+
     /// The group's check (at its first access) and this access's memory argument.
     fn address(&self, rs1: u8, offset: i64) -> (String, String) {
         let g = format!("$g{rs1}");
@@ -192,11 +203,6 @@ impl Emitter<'_> {
     /// A non-control-flow instruction; `access`: its place in a group of accesses, for loads
     /// and stores (without it, the access checks itself).
     pub fn op(&self, inst: &Inst, access: Option<Access>) -> String {
-        let single = Access {
-            lo: 0,
-            hi: 0,
-            first: true,
-        };
         let pc = inst.addr;
         let line = match inst.op {
             Op::Lui { rd, imm } => set(rd, &format!("(i64.const {imm})")),
@@ -218,8 +224,7 @@ impl Emitter<'_> {
                     LoadOp::Hu => "i64.load16_u",
                     LoadOp::Wu => "i64.load32_u",
                 };
-                let a = access.unwrap_or(Access { lo: offset, hi: offset, ..single });
-                let (check, mem) = a.address(rs1, offset);
+                let (check, mem) = Access::of(access, rs1, offset);
                 format!("{check}{}", set(rd, &format!("({load} {mem})")))
             }
             Op::Store {
@@ -234,8 +239,7 @@ impl Emitter<'_> {
                     StoreOp::W => "i64.store32",
                     StoreOp::D => "i64.store",
                 };
-                let a = access.unwrap_or(Access { lo: offset, hi: offset, ..single });
-                let (check, mem) = a.address(rs1, offset);
+                let (check, mem) = Access::of(access, rs1, offset);
                 format!("{check}({store} {mem} {})", get(rs2))
             }
             Op::AluImm {
@@ -327,8 +331,7 @@ impl Emitter<'_> {
                 rs1,
                 offset,
             } => {
-                let a = access.unwrap_or(Access { lo: offset, hi: offset, ..single });
-                let (check, mem) = a.address(rs1, offset);
+                let (check, mem) = Access::of(access, rs1, offset);
                 let value = if double {
                     format!("(i64.load {mem})")
                 } else {
@@ -342,8 +345,7 @@ impl Emitter<'_> {
                 rs2,
                 offset,
             } => {
-                let a = access.unwrap_or(Access { lo: offset, hi: offset, ..single });
-                let (check, mem) = a.address(rs1, offset);
+                let (check, mem) = Access::of(access, rs1, offset);
                 format!(
                     "{check}({} {mem} {})",
                     if double { "i64.store" } else { "i64.store32" },
@@ -363,23 +365,17 @@ impl Emitter<'_> {
 
 /// Stores registers `regs` from their locals into their globals (one line).
 fn store<'r>(regs: impl Iterator<Item = &'r u8>) -> String {
-    let mut s = String::new();
-    for r in regs {
-        let _ = write!(s, " (global.set {} (local.get {}))", global(*r), local(*r));
-    }
-    if s.is_empty() {
-        s
-    } else {
-        format!("   {s}\n")
-    }
+    line(regs.map(|&r| format!(" (global.set {} (local.get {}))", global(r), local(r))))
 }
 
 /// Loads registers `regs` from their globals into their locals (one line).
 fn load<'r>(regs: impl Iterator<Item = &'r u8>) -> String {
-    let mut s = String::new();
-    for r in regs {
-        let _ = write!(s, " (local.set {} (global.get {}))", local(*r), global(*r));
-    }
+    line(regs.map(|&r| format!(" (local.set {} (global.get {}))", local(r), global(r))))
+}
+
+/// `moves` as one indented line, or nothing.
+fn line(moves: impl Iterator<Item = String>) -> String {
+    let s: String = moves.collect();
     if s.is_empty() {
         s
     } else {
