@@ -210,7 +210,7 @@ fn module<'a>(wasm: &'a Result<Cow<'static, [u8]>, String>) -> Result<&'a [u8], 
 /// A WASI job whose stdin is the request.
 fn job(request: &[u8]) -> WasiJob {
     WasiJob {
-        stdin: request.to_vec(),
+        stdin: request.to_vec().into(),
         ..WasiJob::default()
     }
 }

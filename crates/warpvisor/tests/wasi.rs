@@ -29,7 +29,8 @@ fn jobs() -> Vec<WasiJob> {
             env: vec![("JOB".into(), i.to_string()), ("LANG".into(), "C".into())],
             stdin: format!("hello from job {i}\nsecond line\n")
                 .repeat(i % 3)
-                .into_bytes(),
+                .into_bytes()
+                .into(),
         })
         .collect()
 }
@@ -187,7 +188,7 @@ fn guest_cases() -> Vec<(&'static str, Vec<WasiJob>)> {
                     } else {
                         vec![]
                     },
-                    stdin: numbers(i),
+                    stdin: numbers(i).into(),
                     ..WasiJob::default()
                 })
                 .collect(),

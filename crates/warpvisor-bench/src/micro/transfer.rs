@@ -88,7 +88,10 @@ pub fn run(k: &KernelPlatform, vms: u32, batches: u32) -> Result<Vec<TransferRes
     for (s, &size) in SIZES.iter().enumerate() {
         let jobs: Vec<WasiJob> = (0..vms as usize)
             .map(|vm| WasiJob {
-                stdin: (0..size).map(|i| (i * 31 + vm * 7 + s) as u8).collect(),
+                stdin: (0..size)
+                    .map(|i| (i * 31 + vm * 7 + s) as u8)
+                    .collect::<Vec<u8>>()
+                    .into(),
                 ..WasiJob::default()
             })
             .collect();
@@ -97,7 +100,9 @@ pub fn run(k: &KernelPlatform, vms: u32, batches: u32) -> Result<Vec<TransferRes
         let start = Instant::now();
         for _ in 0..batches {
             let replies = fleet.run_batch(&jobs).map_err(|e| e.to_string())?;
-            if let Some(vm) = (0..jobs.len()).find(|&vm| replies[vm].stdout != jobs[vm].stdin) {
+            if let Some(vm) = (0..jobs.len())
+                .find(|&vm| jobs[vm].stdin.as_bytes() != Some(&replies[vm].stdout[..]))
+            {
                 return Err(format!(
                     "echo of {size} bytes: VM {vm} wrote back other bytes"
                 ));

@@ -304,14 +304,17 @@ pub fn read_limited(path: &Path, limit: u64, what: &str) -> anyhow::Result<Vec<u
     };
     let file = std::fs::File::open(path)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    // A regular file's size is known without reading it.
-    if file
+    // A regular file's size is known without reading it: too large is an error before any
+    // reading, and the buffer is allocated once (not grown by doubling and copying).
+    let size = file
         .metadata()
-        .is_ok_and(|m| m.is_file() && m.len() > limit)
-    {
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    if size.is_some_and(|n| n > limit) {
         return Err(too_large());
     }
-    let mut bytes = Vec::new();
+    let mut bytes = Vec::with_capacity(size.map_or(0, |n| n as usize + 1));
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;

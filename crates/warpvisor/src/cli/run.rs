@@ -17,7 +17,7 @@ use warpvisor::simt::tracer::{sample_invoke, sample_wasi};
 use warpvisor::simt::Report;
 use warpvisor::vmm::Outcome;
 use warpvisor::wasi::program::{self, WasiRunConfig};
-use warpvisor::wasi::WasiJob;
+use warpvisor::wasi::{Stdin, WasiJob};
 
 /// Arguments of `warpvisor run`.
 #[derive(Args)]
@@ -166,7 +166,7 @@ pub(super) fn wasi_jobs(
     path: Option<&Path>,
     env: &[(String, String)],
     args: &[String],
-    stdin: Vec<u8>,
+    stdin: Stdin,
     vms: u32,
 ) -> anyhow::Result<Vec<WasiJob>> {
     let Some(path) = path else {
@@ -190,11 +190,17 @@ pub(super) fn wasi_jobs(
         .collect()
 }
 
-/// The bytes of `--stdin`: a file, or warpvisor's own standard input for `-`, either at most
-/// [`MAX_JOBS_FILE_SIZE`] bytes.
-fn read_stdin_file(path: &Path) -> anyhow::Result<Vec<u8>> {
+/// The input of `--stdin`: a regular file stays a file that each VM reads from its start, as
+/// `prog < file` (never copied whole into the host's memory); anything else — warpvisor's own
+/// standard input for `-`, a pipe — is read now, at most [`MAX_JOBS_FILE_SIZE`] bytes.
+fn read_stdin_file(path: &Path) -> anyhow::Result<Stdin> {
     if path != Path::new("-") {
-        return read_limited(path, MAX_JOBS_FILE_SIZE, "--stdin file");
+        let file = std::fs::File::open(path)
+            .map_err(|e| anyhow::anyhow!("cannot read --stdin file {}: {e}", path.display()))?;
+        if file.metadata().is_ok_and(|m| m.is_file()) {
+            return Ok(Stdin::file(file));
+        }
+        return Ok(read_limited(path, MAX_JOBS_FILE_SIZE, "--stdin file")?.into());
     }
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(
@@ -207,7 +213,7 @@ fn read_stdin_file(path: &Path) -> anyhow::Result<Vec<u8>> {
             "standard input is larger than --stdin's limit of {MAX_JOBS_FILE_SIZE} bytes"
         );
     }
-    Ok(bytes)
+    Ok(bytes.into())
 }
 
 /// The `cpu` backend a `--analyze` sample is traced on.
@@ -283,7 +289,7 @@ fn run_wasi(args: &RunArgs, executor: &mut Executor, bytes: &[u8]) -> anyhow::Re
     let preopens = parse_dirs(&args.wasi.dirs)?;
     let stdin = match &args.stdin {
         Some(path) => read_stdin_file(path)?,
-        None => Vec::new(),
+        None => Stdin::default(),
     };
     let jobs = wasi_jobs(args.jobs.as_deref(), &env, &args.args, stdin, args.vms)?;
     let name = program_name(&args.module);

@@ -173,7 +173,13 @@ fn trace(args: TraceArgs) -> anyhow::Result<i32> {
         }
         None => {
             let env = parse_env(&args.env)?;
-            let jobs = wasi_jobs(args.jobs.as_deref(), &env, &args.args, Vec::new(), args.vms)?;
+            let jobs = wasi_jobs(
+                args.jobs.as_deref(),
+                &env,
+                &args.args,
+                Default::default(),
+                args.vms,
+            )?;
             let config = WasiRunConfig {
                 fleet,
                 program_name: program_name(&args.module),

@@ -94,16 +94,44 @@ fn write_fd(
     }
 }
 
-fn read_fd(st: &mut VmState, fd: u32, len: usize, at: Option<u64>) -> Result<Vec<u8>, Errno> {
+/// Reads at most `len` bytes of `fd` (at `at`, or at its position) into the guest at `ptr`;
+/// standard input is copied straight from the job's bytes, a file through one host buffer.
+fn read_fd(
+    st: &mut VmState,
+    fd: u32,
+    mem: &mut GuestMemory<'_>,
+    (ptr, len): (u32, usize),
+    at: Option<u64>,
+) -> CallResult<usize> {
     match st.fds.get(fd)? {
         Fd::Stdin => {
             if at.is_some() {
-                return Err(SPIPE);
+                return Err(SPIPE.into());
             }
-            let end = st.stdin_pos.saturating_add(len).min(st.stdin.len());
-            let out = st.stdin.get(st.stdin_pos..end).unwrap_or_default().to_vec();
-            st.stdin_pos = end;
-            Ok(out)
+            if let Some(bytes) = st.stdin.as_bytes() {
+                let start =
+                    usize::try_from(st.stdin_pos).map_or(bytes.len(), |p| p.min(bytes.len()));
+                let data = &bytes[start..bytes.len().min(start.saturating_add(len))];
+                mem.write(ptr, data)?;
+                st.stdin_pos += data.len() as u64;
+                return Ok(data.len());
+            }
+            // A file: through one chunk of host memory at a time, until `len` or its end.
+            let mut chunk = vec![0u8; len.min(FILE_CHUNK)];
+            let mut done = 0usize;
+            while done < len {
+                let part = &mut chunk[..(len - done).min(FILE_CHUNK)];
+                let n = io(st.stdin.read_at(st.stdin_pos, part))?;
+                let at =
+                    u32::try_from(u64::from(ptr) + done as u64).map_err(|_| CallError::Trap)?;
+                mem.write(at, &part[..n])?;
+                st.stdin_pos += n as u64;
+                done += n;
+                if n < part.len() {
+                    break;
+                }
+            }
+            Ok(done)
         }
         Fd::File { file, .. } => {
             // `len` is a checked, in-bounds guest buffer: no larger than the VM's memory.
@@ -112,10 +140,10 @@ fn read_fd(st: &mut VmState, fd: u32, len: usize, at: Option<u64>) -> Result<Vec
                 Some(off) => io(file.read_at(&mut buf, off))?,
                 None => io(file.read(&mut buf))?,
             };
-            buf.truncate(n);
-            Ok(buf)
+            mem.write(ptr, &buf[..n])?;
+            Ok(n)
         }
-        _ => Err(BADF),
+        _ => Err(BADF.into()),
     }
 }
 
@@ -166,9 +194,7 @@ fn transfer(
         // Never more than one byte past the end of memory: a read that would spill traps
         // all the same, without the host allocating what the guest cannot hold.
         let want = (len as u64).min(mem.room(ptr) + 1) as usize;
-        let data = read_fd(st, fd, want, at)?;
-        mem.write(ptr, &data)?;
-        data.len()
+        read_fd(st, fd, mem, (ptr, want), at)?
     };
     mem.set_u32(out, n as u32)
 }

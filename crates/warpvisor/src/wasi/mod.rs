@@ -13,6 +13,7 @@ mod guest;
 mod path;
 mod poll;
 pub mod program;
+pub mod stdin;
 pub mod suite;
 
 use std::fs::File;
@@ -23,6 +24,7 @@ use std::time::Instant;
 use errno::*;
 use fs::FdTable;
 use guest::GuestMemory;
+pub use stdin::Stdin;
 
 use crate::frontend::{ExportKind, Module};
 use crate::vmm::{HostFunctions, HostStop, Imports, TrapKind, Value, VmMemory, VmmError};
@@ -87,8 +89,8 @@ pub struct WasiJob {
     pub args: Vec<String>,
     /// Environment variables.
     pub env: Vec<(String, String)>,
-    /// Standard input.
-    pub stdin: Vec<u8>,
+    /// Standard input (shared, not copied, by the jobs and VMs that read it).
+    pub stdin: Stdin,
 }
 
 /// What one VM produced.
@@ -111,8 +113,9 @@ const RANDOM_LIMIT: u32 = 64 << 20;
 struct VmState {
     argv: Vec<String>,
     env: Vec<String>,
-    stdin: Vec<u8>,
-    stdin_pos: usize,
+    stdin: Stdin,
+    /// How far this VM has read its standard input.
+    stdin_pos: u64,
     out: WasiOutput,
     max_output: usize,
     fds: FdTable,

@@ -269,11 +269,12 @@ pub fn parse_job(line: &str) -> Result<WasiJob, JobError> {
                 "give \"stdin\" or \"stdin_base64\", not both".into(),
             ))
         }
-        (Some(s), None) => job.stdin = string("stdin", s)?.into_bytes(),
+        (Some(s), None) => job.stdin = string("stdin", s)?.into_bytes().into(),
         (None, Some(s)) => {
             job.stdin = base64::engine::general_purpose::STANDARD
                 .decode(string("stdin_base64", s)?)
-                .map_err(|e| JobError(format!("\"stdin_base64\": {e}")))?;
+                .map_err(|e| JobError(format!("\"stdin_base64\": {e}")))?
+                .into();
         }
         (None, None) => {}
     }
@@ -311,7 +312,7 @@ mod tests {
             parse_job(r#"{"args": ["a", 2], "env": {"K": "V"}, "stdin_base64": "aGk="}"#).unwrap();
         assert_eq!(j.args, vec!["a".to_string(), "2".to_string()]);
         assert_eq!(j.env, vec![("K".to_string(), "V".to_string())]);
-        assert_eq!(j.stdin, b"hi");
+        assert_eq!(j.stdin.as_bytes(), Some(&b"hi"[..]));
         assert!(parse_job(r#"{"stdin": "x", "stdin_base64": "eA=="}"#).is_err());
         assert_eq!(parse_job("{}").unwrap(), WasiJob::default());
         let r = JobResult {

@@ -29,7 +29,7 @@ pub fn guest(name: &str) -> Vec<u8> {
 /// A job whose stdin selects case `case`.
 pub fn case(case: u8) -> WasiJob {
     WasiJob {
-        stdin: vec![case],
+        stdin: vec![case].into(),
         ..WasiJob::default()
     }
 }

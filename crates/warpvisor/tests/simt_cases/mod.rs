@@ -46,7 +46,7 @@ pub fn trace_wasi_jobs(
         .map(|j| WasiJob {
             args: args(j),
             env: vec![],
-            stdin: vec![],
+            stdin: Default::default(),
         })
         .collect();
     let config = WasiRunConfig {

@@ -100,7 +100,7 @@ impl WasiProgram<'_> {
             let mut b = WasiCtxBuilder::new();
             b.args(&args)
                 .envs(&job.env)
-                .stdin(MemoryInputPipe::new(job.stdin.clone()))
+                .stdin(MemoryInputPipe::new(job.stdin.to_bytes()?))
                 .stdout(stdout.clone())
                 .stderr(stderr.clone());
             for (host, guest) in &setup.preopens {

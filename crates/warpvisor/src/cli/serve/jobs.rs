@@ -20,7 +20,7 @@ fn job_of(
     let mut job = WasiJob {
         args: Vec::new(),
         env: env.to_vec(),
-        stdin,
+        stdin: stdin.into(),
     };
     for (k, v) in query {
         match k.as_str() {

@@ -57,12 +57,18 @@ pub fn set(r: u8, value: &str) -> String {
 /// stores share such checks through [`Access`]; atomics check each access.
 fn check(rs1: u8, offset: i64) -> String {
     format!(
-        "(local.set $t (i64.add {} (i64.const {}))) (if (i64.ge_u (local.get $t) (i64.const {:#x})) (then (i32.store8 (i32.const -1) (i32.const 0))))",
+        "(local.set $t (i64.add {} (i64.const {}))) (if (i64.ge_u (local.get $t) (i64.const {:#x})) {FAULT})",
         get(rs1),
         offset - LOWEST,
         (1u64 << 32) - LOWEST as u64
     )
 }
+
+/// The fault of an address outside `LOWEST..4 GiB`: a store to the 32-bit space's last byte,
+/// beyond every memory a translation declares (the memory trap), then `unreachable`, which
+/// that store never reaches: it tells the C compiler that past the check the address is in
+/// range, so the access needs no zero-extension of its 32-bit address.
+const FAULT: &str = "(then (i32.store8 (i32.const -1) (i32.const 0)) unreachable)";
 
 /// The lowest address a program may access: what Linux's `vm.mmap_min_addr` keeps unmapped
 /// (the runtime's own tables live below it, out of the program's reach).
@@ -105,7 +111,7 @@ impl Access {
         let g = format!("$g{rs1}");
         let check = if self.first {
             format!(
-                "(local.set {g} (i64.add {} (i64.const {}))) (if (i64.ge_u (local.get {g}) (i64.const {:#x})) (then (i32.store8 (i32.const -1) (i32.const 0)))) ",
+                "(local.set {g} (i64.add {} (i64.const {}))) (if (i64.ge_u (local.get {g}) (i64.const {:#x})) {FAULT}) ",
                 get(rs1),
                 self.lo - LOWEST,
                 (1i64 << 32) - LOWEST - (self.hi - self.lo)
