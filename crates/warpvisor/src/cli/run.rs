@@ -36,8 +36,9 @@ pub struct RunArgs {
     /// `{"args": [...], "env": {...}, "stdin": "..."}` (or `"stdin_base64"`).
     #[arg(long)]
     jobs: Option<PathBuf>,
-    /// Standard input of every WASI VM without --jobs: this file's bytes (`-`: warpvisor's own
-    /// standard input, read to its end first). Job lines carry their own `stdin` instead.
+    /// Standard input of every WASI VM without --jobs: this file, which each VM reads from its
+    /// start as `prog < FILE` would (`-`: warpvisor's own standard input, read to its end
+    /// first). Job lines carry their own `stdin` instead.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["jobs", "invoke"])]
     stdin: Option<PathBuf>,
     /// Write one JSON result line per job here (default: standard output).
