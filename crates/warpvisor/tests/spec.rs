@@ -172,8 +172,18 @@ fn spec_suite_on_opencl_interleave_4() {
 
 #[test]
 fn spec_suite_on_cpu_interleave_8_in_small_partitions() {
-    // Kernels of at most 30 operators: calls cross partitions all the time.
-    check("cpu", 8, 30, CallMode::Continuations);
+    // Kernels of at most 30 operators: calls cross partitions all the time. Built at -O0 (the
+    // other two runs build at -O2): 37 s cold here against 47 s, and GCC's unoptimised
+    // code is a second reading of the same C.
+    check_at(
+        "cpu",
+        8,
+        30,
+        CallMode::Continuations,
+        0,
+        &|_, _| true,
+        25_000,
+    );
 }
 
 /// The scripts CI runs on `cuda` through the CPU driver (each module's kernel goes through

@@ -116,12 +116,18 @@ fn read_fd(
                 st.stdin_pos += data.len() as u64;
                 return Ok(data.len());
             }
-            // A file: through one chunk of host memory at a time, until `len` or its end.
+            // A file: through one chunk of host memory at a time, until `len` or its end (the
+            // chunk is the only host copy: the file is never read whole).
             let mut chunk = vec![0u8; len.min(FILE_CHUNK)];
             let mut done = 0usize;
             while done < len {
                 let part = &mut chunk[..(len - done).min(FILE_CHUNK)];
-                let n = io(st.stdin.read_at(st.stdin_pos, part))?;
+                let n = match st.stdin.read_at(st.stdin_pos, part) {
+                    Ok(n) => n,
+                    // What was read already is the call's result, as a short `read(2)`.
+                    Err(_) if done > 0 => break,
+                    Err(e) => return Err(from_io(&e).into()),
+                };
                 let at =
                     u32::try_from(u64::from(ptr) + done as u64).map_err(|_| CallError::Trap)?;
                 mem.write(at, &part[..n])?;
