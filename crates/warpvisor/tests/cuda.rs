@@ -171,9 +171,9 @@ fn spec_modules_compile_to_ptx() {
         }
     }
     // CI compiles every other module (the dialect's code paths are the same in each half;
-    // over 1,000 modules took most of this test's 75 s cold); `WARPVISOR_CUDA_SPEC_PTX=all`
+    // over 1,000 modules took most of this test's 75 s cold); `WARPVISOR_CUDA_SPEC_MODULES=all`
     // compiles every one.
-    if !std::env::var("WARPVISOR_CUDA_SPEC_PTX").is_ok_and(|v| v == "all") {
+    if !std::env::var("WARPVISOR_CUDA_SPEC_MODULES").is_ok_and(|v| v == "all") {
         modules = modules.into_iter().step_by(2).collect();
     }
     n += modules.len();
