@@ -290,6 +290,49 @@ fn guest_programs_match_wasmtime_on_cuda_through_the_cpu_driver() {
 /// executed by the spec scripts and the differential seeds on `cuda`.
 const CUDA_GUEST_OPT: u8 = 0;
 
+/// A file as standard input (`Stdin::File`, read by each VM from its start in host chunks)
+/// behaves as the same bytes do under wasmtime, up to the end of the guest's memory: one
+/// `fd_read` of 1,000 bytes into the last 536 of memory, from files shorter than the room,
+/// exactly its size, one byte more, and longer (a read that would spill past memory traps).
+#[test]
+fn a_file_as_stdin_reads_as_wasmtime_reads_it_up_to_the_end_of_memory() {
+    let wasm = wat::parse_str(
+        r#"(module
+          (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
+          (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+          (memory (export "memory") 1)
+          (func (export "_start")
+            (i32.store (i32.const 0) (i32.const 65000))
+            (i32.store (i32.const 4) (i32.const 1000))
+            (drop (call $read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
+            (i32.store (i32.const 16) (i32.const 65000))
+            (i32.store (i32.const 20) (i32.load (i32.const 8)))
+            (drop (call $write (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 24)))))"#,
+    )
+    .unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("stdin-files");
+    std::fs::create_dir_all(&dir).unwrap();
+    let jobs: Vec<WasiJob> = [100usize, 536, 537, 70_000]
+        .iter()
+        .map(|&n| {
+            let path = dir.join(format!("in-{n}"));
+            std::fs::write(&path, (0..n).map(|i| (i * 13) as u8).collect::<Vec<u8>>()).unwrap();
+            WasiJob {
+                stdin: warpvisor::wasi::Stdin::file(std::fs::File::open(&path).unwrap()),
+                ..WasiJob::default()
+            }
+        })
+        .collect();
+    let theirs = oracle::run(&wasm, "prog.wasm", &jobs);
+    let outcomes: Vec<(bool, usize)> = theirs
+        .iter()
+        .map(|r| (r.trap.is_some(), r.stdout.len()))
+        .collect();
+    // Read whole, read to the last byte of memory, and two reads that would spill: traps.
+    assert_eq!(outcomes, [(false, 100), (false, 536), (true, 0), (true, 0)]);
+    check_against_wasmtime("cpu", &wasm, &jobs, 0);
+}
+
 #[test]
 fn unknown_imports_are_rejected_by_name_unless_allowed() {
     let wasm = wat::parse_str(
