@@ -15,7 +15,7 @@ use warpvisor::wasi::WasiJob;
 fn job_of(
     env: &[(String, String)],
     query: Vec<(String, String)>,
-    stdin: Vec<u8>,
+    stdin: Bytes,
 ) -> Result<WasiJob, String> {
     let mut job = WasiJob {
         args: Vec::new(),
@@ -45,7 +45,7 @@ pub(super) async fn handle(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Response {
-    let job = match job_of(&state.env, query, body.to_vec()) {
+    let job = match job_of(&state.env, query, body) {
         Ok(job) => job,
         Err(why) => return text(StatusCode::BAD_REQUEST, format!("{why}\n")),
     };
