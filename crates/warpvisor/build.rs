@@ -1,6 +1,7 @@
-//! Build script: a fingerprint of the RISC-V translator's sources, which keys cached
-//! translations (`riscv::translate_cached`) so that a changed translator never reuses a
-//! translation an older one made.
+//! Build script: fingerprints of the sources that key cached products, so that a changed
+//! translator never reuses what an older one made — the RISC-V translator's for translations
+//! (`riscv::translate_cached`), the whole crate's for generated kernel sources
+//! (`codegen::emit_cached`).
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::Path;
@@ -21,13 +22,18 @@ fn hash_dir(dir: &Path, h: &mut DefaultHasher) {
     }
 }
 
-fn main() {
-    let dir = Path::new("src/riscv");
-    println!("cargo:rerun-if-changed=src/riscv");
+fn fingerprint(dir: &str) -> String {
     let mut h = DefaultHasher::new();
-    hash_dir(dir, &mut h);
+    hash_dir(Path::new(dir), &mut h);
+    format!("{:016x}", h.finish())
+}
+
+fn main() {
+    println!("cargo:rerun-if-changed=src");
     println!(
-        "cargo:rustc-env=WARPVISOR_RISCV_TRANSLATOR={:016x}",
-        h.finish()
+        "cargo:rustc-env=WARPVISOR_RISCV_TRANSLATOR={}",
+        fingerprint("src/riscv")
     );
+    // Every source: generated kernel sources are cached under it (`codegen::emit_cached`).
+    println!("cargo:rustc-env=WARPVISOR_SOURCES={}", fingerprint("src"));
 }

@@ -1,4 +1,5 @@
-//! The kernel cache: reused for the same settings, never for others.
+//! The kernel cache (compiled kernels and generated sources): reused for the same settings,
+//! never for others.
 
 use std::sync::Arc;
 
@@ -72,5 +73,24 @@ fn cache_is_keyed_by_settings_and_checked_on_reuse() {
         std::fs::metadata(&first[0]).unwrap().modified().unwrap(),
         built,
         "stale entry rebuilt"
+    );
+    // Generated sources are cached too, one per module and settings; an entry that does not
+    // parse is generated again (and the kernel still runs right).
+    let sources: Vec<_> = std::fs::read_dir(dir.join("source"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    assert_eq!(sources.len(), 3, "one source per interleave: {sources:?}");
+    for s in &sources {
+        std::fs::write(s, "{\"partitions\": 7}").unwrap();
+    }
+    run(4);
+    let regenerated = sources
+        .iter()
+        .filter(|s| std::fs::read(s).unwrap().len() > 100)
+        .count();
+    assert_eq!(
+        regenerated, 1,
+        "the damaged entry of interleave 4 was written again"
     );
 }

@@ -6,12 +6,14 @@
 //! What differs between host C, OpenCL C and CUDA C++ lives in the dialect block
 //! ([`dialect`]), not in the emitter.
 
+mod cached;
 mod dialect;
 mod function;
 mod kernel;
 pub(crate) mod numeric;
 mod partition;
 
+pub use cached::emit_cached;
 pub use dialect::Dialect;
 pub use kernel::emit;
 
@@ -195,7 +197,7 @@ impl Default for KernelOptions {
 }
 
 /// Per-module facts derived for the kernel and shared with the VMM.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct KernelLayout {
     /// Capacity (elements) of each table.
     pub table_caps: Vec<u32>,
@@ -212,7 +214,7 @@ pub struct KernelLayout {
 }
 
 /// A generated kernel: one source per partition.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct KernelSource {
     /// The complete source of each partition (one unless partitioning was asked for).
     pub partitions: Vec<String>,

@@ -137,7 +137,7 @@ impl Program {
         let start = Instant::now();
         let binary = frontend::to_binary(wasm)?;
         let module = frontend::load(&binary)?;
-        let source = codegen::emit(&module, options)?;
+        let source = codegen::emit_cached(&binary, &module, options)?;
         let translate = start.elapsed();
         let mut program = Self::from_source_with_progress(
             module.into_shape(),
