@@ -11,7 +11,8 @@ use super::{emit, CodegenError, KernelOptions, KernelSource};
 const SOURCES: &str = env!("WARPVISOR_SOURCES");
 
 /// [`emit`] for `module`, parsed from `binary`, through the source cache
-/// (`<cache dir>/source/`), keyed by the module's bytes, the options and [`SOURCES`]. An entry
+/// (`<cache dir>/source/`), keyed by the module's bytes, the options and a fingerprint of the
+/// crate's sources (a rebuilt translator never reuses an older one's source). An entry
 /// that cannot be read or parsed is generated again; a failure to store one only costs the
 /// next run the generation.
 pub fn emit_cached(

@@ -4,7 +4,7 @@
 //! every kernel shares), then one C function per WebAssembly function, entry shims for
 //! functions the host or the trampoline can start, the trampoline itself, and the launch entry.
 //! What differs between host C, OpenCL C and CUDA C++ lives in the dialect block
-//! ([`dialect`]), not in the emitter.
+//! (`dialect.rs`), not in the emitter.
 
 mod cached;
 mod dialect;

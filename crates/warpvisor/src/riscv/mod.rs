@@ -1,7 +1,7 @@
 //! RISC-V Linux executables as WebAssembly modules, ahead of time (the Multi-V VM idea,
 //! `../shared/papers/multi-v-vm.md`): a static RV64 ELF → [`elf::ElfImage`] → decoded and
 //! partitioned into functions and blocks ([`program::Program`]) → one WebAssembly module
-//! ([`translate`]) whose Linux system calls run on WASI preview 1, which every warpvisor
+//! ([`translate()`]) whose Linux system calls run on WASI preview 1, which every warpvisor
 //! backend then runs as a fleet. `docs/riscv.md` lists what is supported.
 
 pub mod compressed;
@@ -45,7 +45,7 @@ pub fn translate(bytes: &[u8], options: &TranslateOptions) -> Result<Vec<u8>, Ri
     wat::parse_str(&wat).map_err(|e| RiscvError::Assemble(e.to_string()))
 }
 
-/// [`translate`], through the on-disk cache kernels use (`backend::cache`): keyed by the
+/// [`translate()`], through the on-disk cache kernels use (`backend::cache`): keyed by the
 /// executable, the options and a fingerprint of the translator's sources. A cache that cannot
 /// be read or written only costs the translation.
 pub fn translate_cached(bytes: &[u8], options: &TranslateOptions) -> Result<Vec<u8>, RiscvError> {
