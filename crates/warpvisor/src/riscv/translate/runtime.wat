@@ -28,6 +28,8 @@
   (global $fcsr (mut i64) (i64.const 0))
   (global $brk (mut i64) (i64.const 0))
   (global $mmap_floor (mut i64) (i64.const 0))
+  ;; The end of the last anonymous mapping still held (0: none yet).
+  (global $mmap_end (mut i64) (i64.const 0))
   (global $enosys (export "warpvisor_riscv_enosys") (mut i64) (i64.const 0))
   (global $path_fd (mut i32) (i32.const 0))
   (global $path_len (mut i32) (i32.const 0))
@@ -196,19 +198,44 @@
     (global.set $brk (local.get $a))
     (local.get $a))
 
-  ;; mmap: anonymous mappings only, placed at the end of memory (fresh pages are zeros).
+  ;; mmap: anonymous mappings only, each at $mmap_end (the end of the last mapping still held,
+  ;; memory's end at first), in 64 KiB steps; a place given back by munmap is zeroed again.
   (func $sys_mmap (param $addr i64) (param $len i64) (param $flags i64) (result i64)
-    (local $start i64) (local $end i64)
+    (local $start i64) (local $end i64) (local $have i64)
     (if (i64.eqz (i64.and (local.get $flags) (i64.const 0x20))) (then (return (i64.const -19))))
     (if (i64.ne (i64.and (local.get $flags) (i64.const 0x10)) (i64.const 0)) (then (return (i64.const -22))))
     (if (i64.eqz (local.get $len)) (then (return (i64.const -22))))
     (if (i64.gt_u (local.get $len) (i64.const 0xc0000000)) (then (return (i64.const -12))))
-    (local.set $start (i64.shl (i64.extend_i32_u (memory.size)) (i64.const 16)))
+    (local.set $have (i64.shl (i64.extend_i32_u (memory.size)) (i64.const 16)))
+    (local.set $start (select (global.get $mmap_end) (local.get $have)
+      (i64.ne (global.get $mmap_end) (i64.const 0))))
     (local.set $end (i64.add (local.get $start)
       (i64.and (i64.add (local.get $len) (i64.const 0xffff)) (i64.const -65536))))
     (if (i32.eqz (call $grow_to (local.get $end))) (then (return (i64.const -12))))
+    (if (i64.lt_u (local.get $start) (local.get $have)) (then
+      (memory.fill (i32.wrap_i64 (local.get $start)) (i32.const 0) (i32.wrap_i64
+        (i64.sub (select (local.get $end) (local.get $have) (i64.lt_u (local.get $end) (local.get $have)))
+                 (local.get $start))))))
     (if (i64.eqz (global.get $mmap_floor)) (then (global.set $mmap_floor (local.get $start))))
+    (global.set $mmap_end (local.get $end))
     (local.get $start))
+
+  ;; munmap: a range reaching the end of the mappings gives that place back to the next mmap
+  ;; (from its start, rounded up to 64 KiB); anything else stays mapped, unused.
+  (func $sys_munmap (param $addr i64) (param $len i64) (result i64)
+    (if (i32.or (i64.ne (i64.and (local.get $addr) (i64.const 4095)) (i64.const 0))
+                (i64.eqz (local.get $len)))
+      (then (return (i64.const -22))))
+    (if (i32.and (i32.and (i64.ne (global.get $mmap_floor) (i64.const 0))
+                          (i64.ge_u (local.get $addr) (global.get $mmap_floor)))
+                 (i32.and (i64.lt_u (local.get $addr) (global.get $mmap_end))
+                          ;; reaching the end: its 64 KiB step, or (a length that wraps) beyond
+                          (i32.or (i64.ge_u (local.get $len) (i64.sub (global.get $mmap_end) (local.get $addr)))
+                                  (i64.ge_u (i64.and (i64.add (i64.add (local.get $addr) (local.get $len)) (i64.const 0xffff)) (i64.const -65536))
+                                            (global.get $mmap_end)))))
+      (then (global.set $mmap_end
+        (i64.and (i64.add (local.get $addr) (i64.const 0xffff)) (i64.const -65536)))))
+    (i64.const 0))
 
   ;; ---- files ----
 
@@ -412,7 +439,6 @@
         (br_if $zero (i64.eq (local.get $n) (i64.const 132)))   ;; sigaltstack
         (br_if $zero (i64.eq (local.get $n) (i64.const 226)))   ;; mprotect
         (br_if $zero (i64.eq (local.get $n) (i64.const 233)))   ;; madvise
-        (br_if $zero (i64.eq (local.get $n) (i64.const 215)))   ;; munmap (memory is kept)
         (br_if $zero (i64.eq (local.get $n) (i64.const 174)))   ;; getuid
         (br_if $zero (i64.eq (local.get $n) (i64.const 175)))   ;; geteuid
         (br_if $zero (i64.eq (local.get $n) (i64.const 176)))   ;; getgid
@@ -423,6 +449,7 @@
         (if (i64.eq (local.get $n) (i64.const 65)) (then (return (call $sys_rwv (i32.const 1) (local.get $a0) (local.get $a1) (local.get $a2)))))
         (if (i64.eq (local.get $n) (i64.const 214)) (then (return (call $sys_brk (local.get $a0)))))
         (if (i64.eq (local.get $n) (i64.const 222)) (then (return (call $sys_mmap (local.get $a0) (local.get $a1) (local.get $a3)))))
+        (if (i64.eq (local.get $n) (i64.const 215)) (then (return (call $sys_munmap (local.get $a0) (local.get $a1)))))
         (if (i64.eq (local.get $n) (i64.const 56)) (then (return (call $sys_openat (local.get $a0) (local.get $a1) (local.get $a2)))))
         (if (i64.eq (local.get $n) (i64.const 57)) (then (return (call $errno (call $fd_close (i32.wrap_i64 (local.get $a0)))))))
         (if (i64.eq (local.get $n) (i64.const 62)) (then (return (call $sys_lseek (local.get $a0) (local.get $a1) (local.get $a2)))))
