@@ -323,13 +323,44 @@ fn a_file_as_stdin_reads_as_wasmtime_reads_it_up_to_the_end_of_memory() {
             }
         })
         .collect();
+    // Racing files: one truncated and one removed after it was opened (the open handle still
+    // reads it), as a host program might do while a fleet runs.
+    let mut jobs = jobs;
+    for (n, remove) in [(300usize, false), (200, true)] {
+        let path = dir.join(format!("raced-{n}"));
+        std::fs::write(&path, vec![7u8; 400]).unwrap();
+        let stdin = warpvisor::wasi::Stdin::file(std::fs::File::open(&path).unwrap());
+        if remove {
+            std::fs::remove_file(&path).unwrap();
+        } else {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_len(n as u64))
+                .unwrap();
+        }
+        jobs.push(WasiJob {
+            stdin,
+            ..WasiJob::default()
+        });
+    }
     let theirs = oracle::run(&wasm, "prog.wasm", &jobs);
     let outcomes: Vec<(bool, usize)> = theirs
         .iter()
         .map(|r| (r.trap.is_some(), r.stdout.len()))
         .collect();
     // Read whole, read to the last byte of memory, and two reads that would spill: traps.
-    assert_eq!(outcomes, [(false, 100), (false, 536), (true, 0), (true, 0)]);
+    assert_eq!(
+        outcomes,
+        [
+            (false, 100),
+            (false, 536),
+            (true, 0),
+            (true, 0),
+            (false, 300),
+            (false, 400)
+        ]
+    );
     check_against_wasmtime("cpu", &wasm, &jobs, 0);
 }
 

@@ -296,14 +296,24 @@ pub fn read_file(path: &Path) -> anyhow::Result<Vec<u8>> {
 /// Reads at most `limit` bytes of `path` (`what` names it in the error): a larger file, or an
 /// endless one such as `/dev/zero`, is an error once `limit + 1` bytes are read.
 pub fn read_limited(path: &Path, limit: u64, what: &str) -> anyhow::Result<Vec<u8>> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    read_open_limited(file, path, limit, what)
+}
+
+/// [`read_limited`] of a file already open.
+pub fn read_open_limited(
+    file: std::fs::File,
+    path: &Path,
+    limit: u64,
+    what: &str,
+) -> anyhow::Result<Vec<u8>> {
     let too_large = || {
         anyhow::anyhow!(
             "{what} {} is larger than the limit of {limit} bytes",
             path.display()
         )
     };
-    let file = std::fs::File::open(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     // A regular file's size is known without reading it: too large is an error before any
     // reading, and the buffer is allocated once (not grown by doubling and copying).
     let size = file

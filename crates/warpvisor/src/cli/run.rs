@@ -8,7 +8,9 @@ use std::time::Instant;
 use clap::Args;
 
 use super::progress::{print_stats, CompileProgress};
-use super::{errln, read_file, read_limited, FleetArgs, MAX_JOBS_FILE_SIZE, MAX_VMS};
+use super::{
+    errln, read_file, read_limited, read_open_limited, FleetArgs, MAX_JOBS_FILE_SIZE, MAX_VMS,
+};
 use warpvisor::backend::cpu::CpuBackend;
 use warpvisor::codegen::Dialect;
 use warpvisor::jobs::{parse_arg, parse_job, result_line};
@@ -201,7 +203,7 @@ fn read_stdin_file(path: &Path) -> anyhow::Result<Stdin> {
         if file.metadata().is_ok_and(|m| m.is_file()) {
             return Ok(Stdin::file(file));
         }
-        return Ok(read_limited(path, MAX_JOBS_FILE_SIZE, "--stdin file")?.into());
+        return Ok(read_open_limited(file, path, MAX_JOBS_FILE_SIZE, "--stdin file")?.into());
     }
     let mut bytes = Vec::new();
     std::io::Read::read_to_end(

@@ -108,10 +108,7 @@ fn read_fd(
             if at.is_some() {
                 return Err(SPIPE.into());
             }
-            if let Some(bytes) = st.stdin.as_bytes() {
-                let start =
-                    usize::try_from(st.stdin_pos).map_or(bytes.len(), |p| p.min(bytes.len()));
-                let data = &bytes[start..bytes.len().min(start.saturating_add(len))];
+            if let Some(data) = st.stdin.in_memory_at(st.stdin_pos, len) {
                 mem.write(ptr, data)?;
                 st.stdin_pos += data.len() as u64;
                 return Ok(data.len());

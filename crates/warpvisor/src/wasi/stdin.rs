@@ -30,11 +30,10 @@ impl Stdin {
     /// Reads up to `buf.len()` bytes from offset `pos` into `buf`; 0 at the end.
     pub fn read_at(&self, pos: u64, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Stdin::Bytes(b) => {
-                let start = usize::try_from(pos).unwrap_or(usize::MAX).min(b.len());
-                let n = buf.len().min(b.len() - start);
-                buf[..n].copy_from_slice(&b[start..start + n]);
-                Ok(n)
+            Stdin::Bytes(_) => {
+                let data = self.in_memory_at(pos, buf.len()).unwrap_or_default();
+                buf[..data.len()].copy_from_slice(data);
+                Ok(data.len())
             }
             Stdin::File(f) => loop {
                 match f.read_at(buf, pos) {
@@ -61,6 +60,13 @@ impl Stdin {
                 }
             }
         }
+    }
+
+    /// Up to `len` bytes from offset `pos`, when the input is held in memory (empty at the end).
+    pub fn in_memory_at(&self, pos: u64, len: usize) -> Option<&[u8]> {
+        let b = self.as_bytes()?;
+        let start = usize::try_from(pos).map_or(b.len(), |p| p.min(b.len()));
+        Some(&b[start..b.len().min(start.saturating_add(len))])
     }
 
     /// The bytes, when the input is held in memory.
