@@ -591,3 +591,69 @@ fn shuffle_reduction_with_a_global_atomic_add_for_every_block_size() {
         assert_eq!(words(&dout), [want as u32], "block {bs}");
     }
 }
+
+/// `carried_across_barriers`, computed the way the kernel's threads do it, one block at a time.
+fn carried_reference(input: &[u32], bs: usize, rounds: i32) -> Vec<u32> {
+    let mut out = Vec::with_capacity(input.len());
+    for (b, block) in input.chunks(bs).enumerate() {
+        let mut chosen: Vec<u32> = block
+            .iter()
+            .map(|&x| {
+                if x & 1 == 1 {
+                    x.wrapping_mul(3)
+                } else {
+                    x >> 1
+                }
+            })
+            .collect();
+        let trips: Vec<u32> = block
+            .iter()
+            .map(|&x| (0..x & 7).fold(0u32, |s, k| s.wrapping_add(k + bs as u32)))
+            .collect();
+        let mut acc = vec![0u32; bs];
+        let mut stride = bs as u32;
+        for r in 0..rounds {
+            let words: Vec<u32> = chosen.iter().map(|c| c.wrapping_add(r as u32)).collect();
+            for t in 0..bs {
+                let j = (t as u32 + stride / 2 + r as u32) as usize % bs;
+                acc[t] = acc[t].wrapping_add(words[j] ^ trips[t]);
+                if r >= rounds / 2 {
+                    acc[t] = acc[t].wrapping_add(chosen[t ^ 1]);
+                }
+            }
+            for t in 0..bs {
+                chosen[t] = chosen[t].wrapping_mul(2654435761).wrapping_add(acc[t]);
+            }
+            stride = stride / 2 + 1;
+        }
+        out.extend((0..bs).map(|t| acc[t] ^ chosen[t] ^ b as u32));
+    }
+    out
+}
+
+#[test]
+fn per_thread_and_block_wide_values_carried_across_barriers_for_every_block_size() {
+    for bs in BLOCKS {
+        let blocks = 3u32;
+        let n = (blocks * bs) as usize;
+        let input = xorshift(n, 11 + bs);
+        for rounds in [1, 2, 7] {
+            let din = buf(&to_bytes(&input, u32::to_le_bytes));
+            let dout = runtime().buffer(n * 4).expect("buffer");
+            program("corpus")
+                .launch(
+                    "carried_across_barriers",
+                    Dim3::x(blocks),
+                    Dim3::x(bs),
+                    bs * 4,
+                    &[Arg::Buffer(&din), Arg::Buffer(&dout), Arg::I32(rounds)],
+                )
+                .unwrap_or_else(|e| panic!("block {bs}, {rounds} rounds: {e}"));
+            assert_eq!(
+                words(&dout),
+                carried_reference(&input, bs as usize, rounds),
+                "block {bs}, {rounds} rounds"
+            );
+        }
+    }
+}

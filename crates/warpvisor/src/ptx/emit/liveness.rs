@@ -70,14 +70,18 @@ fn defs_uses(i: &Instruction, is_register: &dyn Fn(&str) -> bool) -> (Vec<String
 /// bitsets, then a backward walk inside the block for the statement asked about (only split
 /// points ask, so a 50,000-line kernel costs one pass, not a set per statement).
 pub struct Liveness {
-    /// Register names by index.
+    /// Register names by index, and the index of each name.
     names: Vec<String>,
+    index: HashMap<String, u32>,
     /// Defs and uses of each statement, as register indices.
     du: Vec<(Vec<u32>, Vec<u32>)>,
     /// The block each statement is in, and each block's statements `start..end`.
     block_of: Vec<usize>,
     blocks: Vec<(usize, usize)>,
-    /// Live registers at each block's end.
+    /// Each block's successors (block indices; none for a block that ends the kernel).
+    succ: Vec<Vec<usize>>,
+    /// Live registers at each block's start and end.
+    live_in: Vec<BitSet>,
     live_out: Vec<BitSet>,
 }
 
@@ -100,6 +104,9 @@ impl BitSet {
         for (a, b) in self.0.iter_mut().zip(&other.0) {
             *a |= b;
         }
+    }
+    fn contains(&self, r: u32) -> bool {
+        self.0[r as usize / 64] >> (r % 64) & 1 == 1
     }
     fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         self.0.iter().enumerate().flat_map(|(w, &bits)| {
@@ -238,11 +245,78 @@ impl Liveness {
         }
         Liveness {
             names,
+            index,
             du,
             block_of,
             blocks,
+            succ,
+            live_in,
             live_out,
         }
+    }
+
+    /// The basic blocks, as statement ranges `start..end`.
+    pub fn blocks(&self) -> &[(usize, usize)] {
+        &self.blocks
+    }
+
+    /// The successors of block `b` (none where the kernel ends).
+    pub fn successors(&self, b: usize) -> &[usize] {
+        &self.succ[b]
+    }
+
+    /// Whether register `r` is live where block `b` starts.
+    pub fn live_into(&self, b: usize, r: &str) -> bool {
+        self.index
+            .get(r)
+            .is_some_and(|&i| self.live_in[b].contains(i))
+    }
+
+    /// The registers a thread may write from statement `k` (included) until it reaches a
+    /// statement for which `stops` holds (included) or the end: what a thread resuming after
+    /// split point `k` may change before its next one.
+    pub fn written_from(&self, k: usize, stops: &dyn Fn(usize) -> bool) -> Vec<&str> {
+        let mut written = BitSet::new(self.names.len());
+        let mut seen = vec![false; self.blocks.len()];
+        // The first entry starts at the split point itself, which does not stop it.
+        let mut work = vec![(self.block_of[k], k + 1)];
+        for &r in &self.du[k].0 {
+            written.insert(r);
+        }
+        while let Some((b, from)) = work.pop() {
+            let end = self.blocks[b].1;
+            let mut stopped = false;
+            for m in from..end {
+                for &r in &self.du[m].0 {
+                    written.insert(r);
+                }
+                if stops(m) {
+                    stopped = true;
+                    break;
+                }
+            }
+            if stopped {
+                continue;
+            }
+            for &s in &self.succ[b] {
+                if !seen[s] {
+                    seen[s] = true;
+                    work.push((s, self.blocks[s].0));
+                }
+            }
+        }
+        written
+            .iter()
+            .map(|r| self.names[r as usize].as_str())
+            .collect()
+    }
+
+    /// The registers statement `k` writes and reads (a guarded write also reads its
+    /// destination, as its old value may stay).
+    pub fn defs_uses(&self, k: usize) -> (Vec<&str>, Vec<&str>) {
+        let name = |r: &u32| self.names[*r as usize].as_str();
+        let (d, u) = &self.du[k];
+        (d.iter().map(name).collect(), u.iter().map(name).collect())
     }
 
     /// The registers live after statement `k`.

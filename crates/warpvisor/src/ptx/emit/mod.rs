@@ -12,7 +12,9 @@ mod arith;
 mod calls;
 mod liveness;
 mod ops;
+mod rounds;
 mod simt;
+mod uniform;
 
 use calls::Callee;
 use simt::SimtPlan;
@@ -203,6 +205,18 @@ struct KernelEmitter<'a> {
     live_across: Vec<String>,
     /// For each split point (resume id - 1), the registers it saved.
     saved: Vec<Vec<String>>,
+    /// C names of the registers that hold one value for every thread of the CTA
+    /// (`uniform.rs`): split points save them in the CTA's slot, not the thread's.
+    uniform: std::collections::HashSet<String>,
+    /// The statement index of each split point (resume id - 1).
+    split_at: Vec<usize>,
+    /// Prefix of the C labels of the body being written: empty for the general body,
+    /// `C{r}_` for its copy run after a barrier that every thread reached at split point r.
+    prefix: String,
+    /// While writing such a copy: its split point and what need not be saved.
+    segment: Option<Segment>,
+    /// Whether split points record their id in `wvp_stops` (kernels that have copies).
+    track_stops: bool,
     /// Every device function, by PTX name.
     callees: &'a HashMap<String, Callee>,
     /// Call-site variables (`.param` in a body): C name and size.
@@ -382,6 +396,11 @@ impl<'a> KernelEmitter<'a> {
             tables,
             live_across: Vec::new(),
             saved: Vec::new(),
+            uniform: Default::default(),
+            split_at: Vec::new(),
+            prefix: String::new(),
+            segment: None,
+            track_stops: false,
             callees,
             call_sites,
             simt: None,
@@ -393,11 +412,36 @@ impl<'a> KernelEmitter<'a> {
         let f = self.function;
         let mut body = String::new();
         let statements = f.body.as_deref().unwrap_or_default();
+        self.splits = 0;
+        self.saved.clear();
+        self.split_at.clear();
         let live = liveness::Liveness::new(statements, &|r| self.registers.contains_key(r));
+        // Fused kernels keep uniform registers once per CTA. (The SIMT emulation runs warps
+        // apart, so threads stopped at one split point may be at different instances of it.)
+        if f.is_entry && self.simt.is_none() {
+            let per_thread = |name: &str| {
+                matches!(
+                    self.places.get(name),
+                    Some(Place::Local(_) | Place::CallSite(_) | Place::Ret(_))
+                )
+            };
+            let divergence = uniform::Divergence::new(
+                statements,
+                &live,
+                &|r| self.registers.contains_key(r),
+                &per_thread,
+            );
+            self.uniform = self
+                .registers
+                .iter()
+                .filter(|(name, _)| divergence.is_uniform(name))
+                .map(|(_, (c, _))| c.clone())
+                .collect();
+        }
         for (k, s) in statements.iter().enumerate() {
             match s {
                 Statement::Label(l) => {
-                    let _ = writeln!(body, "L_{}:;", c_name(l));
+                    let _ = writeln!(body, "{}L_{}:;", self.prefix, c_name(l));
                     if self.simt.is_some() {
                         // SIMT emulation: every block starts with a stop.
                         self.live_across = self.live_c_names(&live, k, &[]);
@@ -421,6 +465,9 @@ impl<'a> KernelEmitter<'a> {
                         plan.borrow_mut().instruction(i, &self.tables);
                     }
                     self.instruction(i, &mut body)?;
+                    if calls::splits(i) {
+                        self.split_at.push(k);
+                    }
                     // SIMT emulation: a block also ends after a jump or a predicated split
                     // point (where lanes may part), unless a label starts the next one.
                     let ends_block =
@@ -484,6 +531,7 @@ impl<'a> KernelEmitter<'a> {
     fn emit(mut self, code: &mut String) -> Result<KernelInfo, PtxError> {
         let f = self.function;
         let k = self.index;
+        self.plan_barrier_rounds();
         let body = self.translate_body()?;
         // A thread's spill slot holds only the registers some split point saves (a few of
         // the kernel's registers, typically): slots stay small and close together.
@@ -491,7 +539,22 @@ impl<'a> KernelEmitter<'a> {
         let regs: Vec<(String, Scalar)> = self
             .sorted_registers()
             .into_iter()
-            .filter(|(name, _)| saved.contains(name))
+            .filter(|(name, _)| saved.contains(name) && !self.uniform.contains(name))
+            .collect();
+        // Uniform registers: one slot per split point for the whole CTA, read from the copy
+        // made when the last round ended (`wvp_ui`) and written to the next (`wvp_uo`).
+        let types: HashMap<String, Scalar> = self.sorted_registers().into_iter().collect();
+        let types = &types;
+        let uniform_slots: Vec<(usize, String, Scalar)> = self
+            .saved
+            .iter()
+            .enumerate()
+            .flat_map(|(r, names)| {
+                names
+                    .iter()
+                    .filter(|n| self.uniform.contains(*n))
+                    .map(move |n| (r + 1, n.clone(), types[n]))
+            })
             .collect();
         let _ = writeln!(
             code,
@@ -510,6 +573,13 @@ impl<'a> KernelEmitter<'a> {
             code,
             "WVP_EXPORT const uint64_t wvp_spill_bytes_{k} = sizeof(wvp_regs_{k});"
         );
+        if !uniform_slots.is_empty() {
+            let _ = writeln!(code, "typedef struct {{");
+            for (r, name, ty) in &uniform_slots {
+                let _ = writeln!(code, "    {} s{r}_{name};", c_type(*ty));
+            }
+            let _ = writeln!(code, "}} wvp_uregs_{k};");
+        }
         if let Some(plan) = &self.simt {
             plan.borrow().tables(k, code);
         }
@@ -518,6 +588,12 @@ impl<'a> KernelEmitter<'a> {
             "WVP_EXPORT int wvp_cta_{k}(const wvp_launch *wvp_launch_, wvp_cta *wvp_cta_) {{"
         );
         self.declarations(code);
+        let end_round = if uniform_slots.is_empty() {
+            ""
+        } else {
+            let _ = writeln!(code, "    wvp_uregs_{k} wvp_ui = {{0}}, wvp_uo = {{0}};");
+            "wvp_ui = wvp_uo; "
+        };
         // Fused: every running thread in turn. SIMT emulation: the lanes its scheduler picks.
         let (begin, thread_loop, release) = match &self.simt {
             Some(_) => (
@@ -534,6 +610,12 @@ impl<'a> KernelEmitter<'a> {
                 "wvp_release",
             ),
         };
+        let copies = self.barrier_rounds()?;
+        let stops = if self.track_stops {
+            "\n    uint32_t wvp_stops = 0; /* the split points reached since the last barrier */"
+        } else {
+            ""
+        };
         let _ = writeln!(
             code,
             "    uint8_t *wvp_shared = wvp_cta_->shared;\n    \
@@ -544,43 +626,32 @@ impl<'a> KernelEmitter<'a> {
              wvp_thread *const wvp_th = wvp_cta_->thread;\n    \
              wvp_regs_{k} *const wvp_spill = (wvp_regs_{k} *)wvp_cta_->spill;\n    \
              const uint32_t wvp_n = wvp_cta_->nthreads;\n    \
-             uint32_t wvp_arrived = 0, wvp_gone = 0;\n    \
+             uint32_t wvp_arrived = 0, wvp_gone = 0;{stops}\n    \
              (void)wvp_n;\n    \
              {begin}for (;;) {{\n    \
-             const uint32_t wvp_runnable = wvp_cta_->runnable;\n    \
+             const uint32_t wvp_runnable = wvp_cta_->runnable;\n{copies}    \
              {thread_loop} {{\n        \
-             if (wvp_th[wvp_t].wait > wvp_runnable) continue;\n        \
-             wvp_regs_{k} *wvp_s = wvp_spill + wvp_t;\n        \
-             uint8_t *wvp_local = wvp_cta_->local + (size_t)wvp_t * {};\n        \
-             const uint64_t wvp_local_bytes = wvp_cta_->local_bytes;\n        \
-             uint32_t wvp_tid_x = wvp_flat ? wvp_t : wvp_t % wvp_launch_->block[0];\n        \
-             uint32_t wvp_tid_y = wvp_flat ? 0 : wvp_t / wvp_launch_->block[0] % wvp_launch_->block[1];\n        \
-             uint32_t wvp_tid_z = wvp_flat ? 0 : wvp_t / wvp_launch_->block[0] / wvp_launch_->block[1];\n        \
-             (void)wvp_s; (void)wvp_local; (void)wvp_local_bytes; (void)wvp_tid_x; (void)wvp_tid_y; (void)wvp_tid_z;\n        \
+             if (wvp_th[wvp_t].wait > wvp_runnable) continue;\n{}        \
              switch (wvp_th[wvp_t].resume) {{\n        case 0: break;",
-            self.local_bytes
+            self.thread_prologue()
         );
-        for (r, saved) in self.saved.iter().enumerate() {
-            let load: String = saved
-                .iter()
-                .map(|n| format!("{n} = wvp_s->{n}; "))
-                .collect();
+        for r in 1..=self.saved.len() as u32 {
             let _ = writeln!(
                 code,
-                "        case {}: {load}goto wvp_resume_{};",
-                r + 1,
-                r + 1
+                "        case {r}: {}goto wvp_resume_{r};",
+                self.restore(r)
             );
         }
         let _ = writeln!(code, "        default: return WVP_CTA_TRAP;\n        }}");
         code.push_str(&body);
         let _ = writeln!(
             code,
-            "    wvp_exit:\n        wvp_th[wvp_t].wait = WVP_EXITED; wvp_gone++;\n    \
-             wvp_next_thread:\n        if (wvp_cta_->fault) {{ wvp_cta_->fault_thread = wvp_t; return WVP_CTA_FAULT; }}\n    }}\n    \
-             wvp_cta_->at_barrier += wvp_arrived; wvp_cta_->exited += wvp_gone; wvp_arrived = wvp_gone = 0;\n    \
+            "    {}    }}\n    \
+             wvp_round_end:\n    \
+             wvp_cta_->at_barrier += wvp_arrived; wvp_cta_->exited += wvp_gone; wvp_arrived = wvp_gone = 0; {end_round}\n    \
              int wvp_r = {release}(wvp_cta_);\n    \
-             if (wvp_r <= 0) return wvp_r;\n    }}\n}}"
+             if (wvp_r <= 0) return wvp_r;\n    }}\n}}",
+            thread_epilogue("")
         );
         Ok(KernelInfo {
             name: f.name.clone(),
@@ -593,10 +664,60 @@ impl<'a> KernelEmitter<'a> {
         })
     }
 
+    /// What each thread of a round sets up before it resumes: its spill slot, its local
+    /// depot, its index.
+    fn thread_prologue(&self) -> String {
+        format!(
+            "        wvp_regs_{k} *wvp_s = wvp_spill + wvp_t;\n        \
+             uint8_t *wvp_local = wvp_cta_->local + (size_t)wvp_t * {};\n        \
+             const uint64_t wvp_local_bytes = wvp_cta_->local_bytes;\n        \
+             uint32_t wvp_tid_x = wvp_flat ? wvp_t : wvp_t % wvp_launch_->block[0];\n        \
+             uint32_t wvp_tid_y = wvp_flat ? 0 : wvp_t / wvp_launch_->block[0] % wvp_launch_->block[1];\n        \
+             uint32_t wvp_tid_z = wvp_flat ? 0 : wvp_t / wvp_launch_->block[0] / wvp_launch_->block[1];\n        \
+             (void)wvp_s; (void)wvp_local; (void)wvp_local_bytes; (void)wvp_tid_x; (void)wvp_tid_y; (void)wvp_tid_z;\n",
+            self.local_bytes,
+            k = self.index
+        )
+    }
+
+    /// The C that reloads what split point `r` saved (its uniform registers from the CTA's
+    /// slot, the rest from the thread's).
+    fn restore(&self, r: u32) -> String {
+        self.saved[r as usize - 1]
+            .iter()
+            .map(|n| {
+                if self.uniform.contains(n) {
+                    format!("{n} = wvp_ui.s{r}_{n}; ")
+                } else {
+                    format!("{n} = wvp_s->{n}; ")
+                }
+            })
+            .collect()
+    }
+
     /// SIMT emulation: the number of blocks (resume points and the start).
     fn simt_blocks(&self) -> usize {
         self.simt.as_ref().map_or(0, |p| p.borrow().blocks.len())
     }
+}
+
+/// A copy of a kernel's body for a round in which every thread resumes at one barrier.
+#[derive(Debug, Clone)]
+struct Segment {
+    /// The split point every thread resumes at.
+    resume: u32,
+    /// C names of the registers restored there and written nowhere the threads can go
+    /// before their next split point: their slots already hold them.
+    clean: std::collections::HashSet<String>,
+}
+
+/// The end of a thread's turn in a round (labels with `prefix`): exit, or a fault that stops
+/// the CTA naming the thread.
+fn thread_epilogue(prefix: &str) -> String {
+    format!(
+        "{prefix}wvp_exit:\n        wvp_th[wvp_t].wait = WVP_EXITED; wvp_gone++;\n    \
+         {prefix}wvp_next_thread:\n        if (wvp_cta_->fault) {{ wvp_cta_->fault_thread = wvp_t; return WVP_CTA_FAULT; }}\n"
+    )
 }
 
 /// Sort key that puts `r2` before `r10`.

@@ -325,15 +325,35 @@ impl KernelEmitter<'_> {
     pub(super) fn split_point(&mut self, prepare: &str, out: &mut String) -> u32 {
         self.splits += 1;
         let r = self.splits;
+        // In a copy of the body for threads that all resumed at one split point, a register
+        // restored there and not written since already holds its value in its slot.
+        let unchanged = |n: &String| {
+            self.segment.as_ref().is_some_and(|seg| {
+                seg.clean.contains(n) && (seg.resume == r || !self.uniform.contains(n))
+            })
+        };
         let save: String = self
             .live_across
             .iter()
-            .map(|n| format!("wvp_s->{n} = {n}; "))
+            .filter(|n| !unchanged(n))
+            .map(|n| {
+                if self.uniform.contains(n) {
+                    format!("wvp_uo.s{r}_{n} = {n}; ")
+                } else {
+                    format!("wvp_s->{n} = {n}; ")
+                }
+            })
             .collect();
         self.saved.push(self.live_across.clone());
+        let track = if self.track_stops {
+            format!(" wvp_stops |= 1u << {r};")
+        } else {
+            String::new()
+        };
+        let p = &self.prefix;
         let _ = write!(
             out,
-            "{save}{prepare} goto wvp_next_thread; wvp_resume_{r}:;"
+            "{save}{prepare}{track} goto {p}wvp_next_thread; {p}wvp_resume_{r}:;"
         );
         if let Some(plan) = &self.simt {
             // SIMT emulation: what follows a split point is a block of its own.
@@ -372,7 +392,7 @@ impl KernelEmitter<'_> {
                 let Operand::Symbol(l) = arg(0)? else {
                     return unsupported(i, "branches to something that is not a label");
                 };
-                let _ = write!(out, "goto L_{};", c_name(l));
+                let _ = write!(out, "goto {}L_{};", self.prefix, c_name(l));
                 Ok(())
             }
             "brx" => self.brx(i, out),
@@ -384,7 +404,7 @@ impl KernelEmitter<'_> {
                 unsupported(i, "inside a device function is not supported")
             }
             "ret" | "exit" => {
-                out.push_str("goto wvp_exit;");
+                let _ = write!(out, "goto {}wvp_exit;", self.prefix);
                 Ok(())
             }
             "call" => self.call(i, out),
@@ -451,7 +471,7 @@ impl KernelEmitter<'_> {
         };
         let _ = write!(out, "switch ({idx}) {{");
         for (n, l) in targets.iter().enumerate() {
-            let _ = write!(out, " case {n}: goto L_{};", c_name(l));
+            let _ = write!(out, " case {n}: goto {}L_{};", self.prefix, c_name(l));
         }
         out.push_str(" default: return WVP_CTA_TRAP; }");
         Ok(())

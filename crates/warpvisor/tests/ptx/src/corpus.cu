@@ -145,3 +145,30 @@ extern "C" __global__ void reduce_shfl(const int *in, int *out, int n) {
         if (threadIdx.x == 0) atomicAdd(out, sum);
     }
 }
+
+// Values that differ between threads next to values that do not, carried across barriers: a
+// value chosen by a divergent branch, the count of a loop with a per-thread trip count, a
+// uniform stride and round counter, and (in the second half of the rounds) a shuffle between
+// the barriers, so rounds begin both at one barrier and at mixed split points. A translation
+// that kept a per-thread value once per block would give every thread the last one's.
+extern "C" __global__ void carried_across_barriers(const unsigned *in, unsigned *out, int rounds) {
+    extern __shared__ unsigned words[];
+    unsigned t = threadIdx.x, g = blockIdx.x * blockDim.x + t;
+    unsigned x = in[g];
+    unsigned chosen;
+    if (x & 1) chosen = x * 3u; else chosen = x >> 1;
+    unsigned trips = 0;
+    for (unsigned k = 0; k < (x & 7u); k++) trips += k + blockDim.x;
+    unsigned stride = blockDim.x;
+    unsigned acc = 0;
+    for (int r = 0; r < rounds; r++) {
+        words[t] = chosen + (unsigned)r;
+        __syncthreads();
+        acc += words[(t + stride / 2u + (unsigned)r) % blockDim.x] ^ trips;
+        if (r >= rounds / 2) acc += __shfl_xor_sync(0xffffffffu, chosen, 1);
+        __syncthreads();
+        chosen = chosen * 2654435761u + acc;
+        stride = stride / 2u + 1u;
+    }
+    out[g] = acc ^ chosen ^ blockIdx.x;
+}
