@@ -428,9 +428,15 @@ impl KernelEmitter<'_> {
                     self.split_point(&prepare, out);
                 } else {
                     let r = self.splits + 1;
-                    let prepare = format!(
-                        "wvp_th[wvp_t].resume = {r}; wvp_th[wvp_t].wait = WVP_AT_BARRIER; wvp_arrived++;"
-                    );
+                    // In the copy run after this same barrier, the thread's record already
+                    // says it waits here.
+                    let prepare = if self.segment.as_ref().is_some_and(|s| s.resume == r) {
+                        "wvp_arrived++;".to_string()
+                    } else {
+                        format!(
+                            "wvp_th[wvp_t].resume = {r}; wvp_th[wvp_t].wait = WVP_AT_BARRIER; wvp_arrived++;"
+                        )
+                    };
                     self.split_point(&prepare, out);
                 }
                 Ok(())
