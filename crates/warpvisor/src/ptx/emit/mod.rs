@@ -135,7 +135,10 @@ fn emit_mode(module: &PtxModule, simt: bool) -> Result<CSource, PtxError> {
     // Device functions: prototypes first (calls may come before bodies, or recurse).
     let callees = calls::callees(module);
     code.push_str("\n/* ---- device functions ---- */\n");
-    for c in callees.values() {
+    // In a fixed order: the C is the kernel cache's key, so it must not change between runs.
+    let mut prototypes: Vec<&Callee> = callees.values().collect();
+    prototypes.sort_by_key(|c| c.index);
+    for c in prototypes {
         let _ = writeln!(code, "{};", c.prototype());
     }
     let mut kernels = Vec::new();
@@ -416,9 +419,14 @@ impl<'a> KernelEmitter<'a> {
         self.saved.clear();
         self.split_at.clear();
         let live = liveness::Liveness::new(statements, &|r| self.registers.contains_key(r));
-        // Fused kernels keep uniform registers once per CTA. (The SIMT emulation runs warps
-        // apart, so threads stopped at one split point may be at different instances of it.)
-        if f.is_entry && self.simt.is_none() {
+        // Fused kernels keep uniform registers once per CTA (the SIMT emulation runs warps
+        // apart, so threads stopped at one split point may be at different instances of it).
+        // Kernels without split points save nothing: warpvisor's own fleet kernels, large,
+        // skip the analysis.
+        let has_splits = statements
+            .iter()
+            .any(|s| matches!(s, Statement::Instr(i) if calls::splits(i)));
+        if f.is_entry && self.simt.is_none() && has_splits {
             let per_thread = |name: &str| {
                 matches!(
                     self.places.get(name),
@@ -725,4 +733,22 @@ fn natural(name: &str) -> (String, u64) {
     let digits = name.trim_start_matches(|c: char| !c.is_ascii_digit());
     let stem = &name[..name.len() - digits.len()];
     (stem.to_string(), digits.parse().unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ptx::parser::parse;
+
+    #[test]
+    fn a_module_translates_to_the_same_c_every_time() {
+        // The C is the kernel cache's key: device functions (declared from a map) must come
+        // out in one order, or every process compiles the module again.
+        let m =
+            parse(include_str!("../../../tests/ptx/calls.ptx")).unwrap_or_else(|e| panic!("{e}"));
+        let first = super::emit(&m).unwrap_or_else(|e| panic!("{e}")).code;
+        for n in 0..8 {
+            let again = super::emit(&m).unwrap_or_else(|e| panic!("{e}")).code;
+            assert!(again == first, "translation {n} differs from the first");
+        }
+    }
 }
