@@ -13,8 +13,9 @@
 # (benchmarks without a resident port get "-" in its columns and a fixed rate of half the WASI
 # program's capacity).
 #
-# SECONDS_PER_RUN sets each measured hey run (default 15).
-# Needs hey (apt-get install -y hey), release builds of warpvisor, warpvisor-bench and native-serve
+# SECONDS_PER_RUN sets each measured run (default 15); LOADGEN=wrk runs the closed loops with
+# wrk instead of hey (the fixed-rate runs always use hey -q).
+# Needs hey (apt-get install -y hey wrk), release builds of warpvisor, warpvisor-bench and native-serve
 # (cargo build --release --workspace), and the machine otherwise idle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +54,27 @@ hey_stats() {
        END {printf "%.1f %.1f %.1f %d\n", rps, p50*1000, p99*1000, bad}' "$1"
 }
 
+# wrk's summary (--latency) → "rps p50 p99 non200", latencies in ms.
+wrk_stats() {
+  awk 'function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+       /Requests\/sec/ {rps=$2} /^ +50%/ {p50=ms($2)} /^ +99%/ {p99=ms($2)} /Non-2xx/ {bad=$5}
+       /Socket errors/ {bad+=0}
+       END {printf "%.1f %.1f %.1f %d\n", rps, p50, p99, bad}' "$1"
+}
+# One closed-loop run against /run: SECONDS BODY → "rps p50 p99 non200". LOADGEN=wrk drives it
+# with wrk (one thread, epoll, C) instead of hey (Go): on this 2-core machine the load
+# generator shares the cores with the server, and wrk takes a fraction of hey's CPU.
+closed_loop() {
+  if [ "${LOADGEN:-hey}" = wrk ]; then
+    printf 'wrk.method = "POST"\nlocal f = io.open("%s", "rb")\nwrk.body = f:read("*a")\nf:close()\n' "$2" >"$work/post.lua"
+    wrk -t1 -c $((vms * 2)) -d "${1}s" --latency -s "$work/post.lua" "http://127.0.0.1:$port/run" >"$work/closed.txt"
+    wrk_stats "$work/closed.txt"
+  else
+    hey -z "${1}s" -c $((vms * 2)) -m POST -D "$2" "http://127.0.0.1:$port/run" >"$work/closed.txt"
+    hey_stats "$work/closed.txt"
+  fi
+}
+
 echo "| Benchmark | Backend | jobs runner (req/s) | serve WASI (req/s, p50/p99 ms) | serve resident (req/s, p50/p99 ms) | WASI / resident vs jobs runner | fixed rate (req/s): WASI p50/p99, resident p50/p99 |"
 echo "|---|---|---|---|---|---|---|"
 for name in $benchmarks; do
@@ -68,9 +90,8 @@ for name in $benchmarks; do
     declare -A rps=([resident]=-) p50=([resident]=-) p99=([resident]=-)
     for model in $models; do
       serve "guests/wasm/$model-$name.wasm" "$backend"
-      hey -z 2s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >/dev/null # warm up
-      hey -z "${SECONDS_PER_RUN:-15}s" -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/closed.txt"
-      read -r r a b bad < <(hey_stats "$work/closed.txt")
+      closed_loop 2 "$work/$name.body" >/dev/null # warm up
+      read -r r a b bad < <(closed_loop "${SECONDS_PER_RUN:-15}" "$work/$name.body")
       rps[$model]=$r; p50[$model]=$a; p99[$model]=$b
       [ "$bad" = 0 ] || echo "warning: $name $backend $model: $bad replies not 200" >&2
       stop
@@ -97,9 +118,8 @@ echo "|---|---|"
 for name in $benchmarks; do
   "$benchbin" --write-requests "$work" --benchmarks "$name" --vms 1 --batches 1 2>/dev/null
   serve_native "$name"
-  hey -z 2s -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >/dev/null # warm up
-  hey -z "${SECONDS_PER_RUN:-15}s" -c $((vms * 2)) -m POST -D "$work/$name.body" "http://127.0.0.1:$port/run" >"$work/closed.txt"
-  read -r r a b bad < <(hey_stats "$work/closed.txt")
+  closed_loop 2 "$work/$name.body" >/dev/null # warm up
+  read -r r a b bad < <(closed_loop "${SECONDS_PER_RUN:-15}" "$work/$name.body")
   [ "$bad" = 0 ] || echo "warning: $name native: $bad replies not 200" >&2
   stop
   echo "| $name | $r ($a/$b) |"
