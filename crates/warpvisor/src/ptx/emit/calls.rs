@@ -110,7 +110,8 @@ impl KernelEmitter<'_> {
                 }
             }
         }
-        let body = self.translate_body()?;
+        let live = self.liveness();
+        let body = self.translate_body(&live)?;
         let Some(callee) = self.callees.get(&f.name) else {
             return Ok(());
         };

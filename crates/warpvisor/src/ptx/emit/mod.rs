@@ -410,49 +410,27 @@ impl<'a> KernelEmitter<'a> {
         })
     }
 
+    /// The liveness of a body's registers (what its split points save).
+    fn liveness(&self) -> liveness::Liveness {
+        let statements = self.function.body.as_deref().unwrap_or_default();
+        liveness::Liveness::new(statements, &|r| self.registers.contains_key(r))
+    }
+
     /// The body's statements as C, one line per instruction.
-    fn translate_body(&mut self) -> Result<String, PtxError> {
+    fn translate_body(&mut self, live: &liveness::Liveness) -> Result<String, PtxError> {
         let f = self.function;
         let mut body = String::new();
         let statements = f.body.as_deref().unwrap_or_default();
         self.splits = 0;
         self.saved.clear();
         self.split_at.clear();
-        let live = liveness::Liveness::new(statements, &|r| self.registers.contains_key(r));
-        // Fused kernels keep uniform registers once per CTA (the SIMT emulation runs warps
-        // apart, so threads stopped at one split point may be at different instances of it).
-        // Kernels without split points save nothing: warpvisor's own fleet kernels, large,
-        // skip the analysis.
-        let has_splits = statements
-            .iter()
-            .any(|s| matches!(s, Statement::Instr(i) if calls::splits(i)));
-        if f.is_entry && self.simt.is_none() && has_splits {
-            let per_thread = |name: &str| {
-                matches!(
-                    self.places.get(name),
-                    Some(Place::Local(_) | Place::CallSite(_) | Place::Ret(_))
-                )
-            };
-            let divergence = uniform::Divergence::new(
-                statements,
-                &live,
-                &|r| self.registers.contains_key(r),
-                &per_thread,
-            );
-            self.uniform = self
-                .registers
-                .iter()
-                .filter(|(name, _)| divergence.is_uniform(name))
-                .map(|(_, (c, _))| c.clone())
-                .collect();
-        }
         for (k, s) in statements.iter().enumerate() {
             match s {
                 Statement::Label(l) => {
                     let _ = writeln!(body, "{}L_{}:;", self.prefix, c_name(l));
                     if self.simt.is_some() {
                         // SIMT emulation: every block starts with a stop.
-                        self.live_across = self.live_c_names(&live, k, &[]);
+                        self.live_across = self.live_c_names(live, k, &[]);
                         self.block_stop(Some(l), &mut body);
                     }
                 }
@@ -467,7 +445,7 @@ impl<'a> KernelEmitter<'a> {
                             (None, Some(super::ast::Operand::Pair(d, p))) => vec![d, p],
                             _ => Vec::new(),
                         };
-                        self.live_across = self.live_c_names(&live, k, &written);
+                        self.live_across = self.live_c_names(live, k, &written);
                     }
                     if let Some(plan) = &self.simt {
                         plan.borrow_mut().instruction(i, &self.tables);
@@ -482,7 +460,7 @@ impl<'a> KernelEmitter<'a> {
                         simt::transfers_control(i) || (calls::splits(i) && i.guard.is_some());
                     let label_next = matches!(statements.get(k + 1), Some(Statement::Label(_)));
                     if self.simt.is_some() && ends_block && !label_next {
-                        self.live_across = self.live_c_names(&live, k, &[]);
+                        self.live_across = self.live_c_names(live, k, &[]);
                         self.block_stop(None, &mut body);
                     }
                 }
@@ -539,8 +517,15 @@ impl<'a> KernelEmitter<'a> {
     fn emit(mut self, code: &mut String) -> Result<KernelInfo, PtxError> {
         let f = self.function;
         let k = self.index;
-        self.plan_barrier_rounds();
-        let body = self.translate_body()?;
+        let live = self.liveness();
+        // Fused kernels keep uniform registers once per CTA (the SIMT emulation runs warps
+        // apart, so threads stopped at one split point may be at different instances of it).
+        let splits = self.split_count();
+        if self.simt.is_none() && splits > 0 {
+            self.uniform = self.uniform_registers(&live);
+        }
+        self.plan_barrier_rounds(splits);
+        let body = self.translate_body(&live)?;
         // A thread's spill slot holds only the registers some split point saves (a few of
         // the kernel's registers, typically): slots stay small and close together.
         let saved: std::collections::HashSet<&String> = self.saved.iter().flatten().collect();
@@ -551,7 +536,8 @@ impl<'a> KernelEmitter<'a> {
             .collect();
         // Uniform registers: one slot per split point for the whole CTA, read from the copy
         // made when the last round ended (`wvp_ui`) and written to the next (`wvp_uo`).
-        let types: HashMap<String, Scalar> = self.sorted_registers().into_iter().collect();
+        let types: HashMap<&String, Scalar> =
+            self.registers.values().map(|(c, t)| (c, *t)).collect();
         let types = &types;
         let uniform_slots: Vec<(usize, String, Scalar)> = self
             .saved
@@ -618,7 +604,7 @@ impl<'a> KernelEmitter<'a> {
                 "wvp_release",
             ),
         };
-        let copies = self.barrier_rounds()?;
+        let copies = self.barrier_rounds(&live)?;
         let stops = if self.track_stops {
             "\n    uint32_t wvp_stops = 0; /* the split points reached since the last barrier */"
         } else {
@@ -670,6 +656,38 @@ impl<'a> KernelEmitter<'a> {
             local_bytes: self.local_bytes,
             simt_sites: self.simt.as_ref().map(|p| p.borrow().max_sites()),
         })
+    }
+
+    /// How many split points the body has.
+    fn split_count(&self) -> usize {
+        self.function
+            .body
+            .iter()
+            .flatten()
+            .filter(|s| matches!(s, Statement::Instr(i) if calls::splits(i)))
+            .count()
+    }
+
+    /// C names of the kernel's registers that hold one value for every thread of the CTA.
+    fn uniform_registers(&self, live: &liveness::Liveness) -> std::collections::HashSet<String> {
+        let statements = self.function.body.as_deref().unwrap_or_default();
+        let per_thread = |name: &str| {
+            matches!(
+                self.places.get(name),
+                Some(Place::Local(_) | Place::CallSite(_) | Place::Ret(_))
+            )
+        };
+        let divergence = uniform::Divergence::new(
+            statements,
+            live,
+            &|r| self.registers.contains_key(r),
+            &per_thread,
+        );
+        self.registers
+            .iter()
+            .filter(|(name, _)| divergence.is_uniform(name))
+            .map(|(_, (c, _))| c.clone())
+            .collect()
     }
 
     /// What each thread of a round sets up before it resumes: its spill slot, its local

@@ -28,14 +28,10 @@ fn is_cta_barrier(i: &Instruction) -> bool {
 }
 
 impl KernelEmitter<'_> {
-    /// Decides, before the body is written, whether the kernel gets barrier-round copies
-    /// (its split points then record themselves in `wvp_stops`).
-    pub(super) fn plan_barrier_rounds(&mut self) {
+    /// Decides, before the body is written, whether the kernel (with `splits` split points)
+    /// gets barrier-round copies (its split points then record themselves in `wvp_stops`).
+    pub(super) fn plan_barrier_rounds(&mut self, splits: usize) {
         let statements = self.function.body.as_deref().unwrap_or_default();
-        let splits = statements
-            .iter()
-            .filter(|s| matches!(s, Statement::Instr(i) if calls::splits(i)))
-            .count();
         let has_barrier = statements
             .iter()
             .any(|s| matches!(s, Statement::Instr(i) if is_cta_barrier(i)));
@@ -48,13 +44,12 @@ impl KernelEmitter<'_> {
 
     /// The C that runs a round through the copy for its barrier where one applies (placed
     /// before the general thread loop; empty for kernels without copies).
-    pub(super) fn barrier_rounds(&mut self) -> Result<String, PtxError> {
+    pub(super) fn barrier_rounds(&mut self, live: &liveness::Liveness) -> Result<String, PtxError> {
         if !self.track_stops {
             return Ok(String::new());
         }
         let f = self.function;
         let statements = f.body.as_deref().unwrap_or_default();
-        let live = liveness::Liveness::new(statements, &|r| self.registers.contains_key(r));
         let stops = |m: usize| matches!(&statements[m], Statement::Instr(i) if calls::splits(i));
         let (saved, split_at) = (self.saved.clone(), self.split_at.clone());
         let mut out = String::from(
@@ -83,7 +78,7 @@ impl KernelEmitter<'_> {
                 .collect();
             self.prefix = format!("C{r}_");
             self.segment = Some(Segment { resume: r, clean });
-            let copy = self.translate_body();
+            let copy = self.translate_body(live);
             self.prefix.clear();
             self.segment = None;
             let copy = copy?;
