@@ -146,24 +146,7 @@ impl CallGraph {
                 }
             }
         }
-        // A node yields when it can reach one that does: walk the reversed edges once.
-        let mut callers: Vec<Vec<u32>> = vec![Vec::new(); edges.len()];
-        for (from, out) in edges.iter().enumerate() {
-            for &to in out {
-                callers[to as usize].push(from as u32);
-            }
-        }
-        let mut work: Vec<u32> = (0..edges.len() as u32)
-            .filter(|&v| yields[v as usize])
-            .collect();
-        while let Some(v) = work.pop() {
-            for &c in &callers[v as usize] {
-                if !yields[c as usize] {
-                    yields[c as usize] = true;
-                    work.push(c);
-                }
-            }
-        }
+        reach_callers(&edges, &mut yields);
         yields.truncate(n);
         CallGraph {
             callees,
@@ -175,10 +158,29 @@ impl CallGraph {
         }
     }
 
-    /// The graph for direct calls: nothing yields (imports are served while the kernel
-    /// waits, recursion is native), so every function is a plain C function.
-    pub fn with_direct_calls(mut self) -> Self {
-        self.yields.fill(false);
+    /// The graph for direct calls: imports are served while the kernel waits and recursion is
+    /// native, so only the imports in `parking` (which may park their VM until the host wakes
+    /// it) yield, with every function that can reach one of them; all others are plain C
+    /// functions.
+    pub fn with_direct_calls(mut self, parking: &[u32]) -> Self {
+        let n = self.yields.len();
+        let mut edges: Vec<Vec<u32>> = (0..n)
+            .map(|f| {
+                let mut out = self.callees[f].clone();
+                out.extend(self.indirect[f].iter().map(|&s| n as u32 + s));
+                out
+            })
+            .collect();
+        edges.extend(self.targets_by_sig.iter().cloned());
+        let mut yields = vec![false; edges.len()];
+        for &p in parking {
+            if let Some(y) = yields.get_mut(p as usize).filter(|_| (p as usize) < n) {
+                *y = true;
+            }
+        }
+        reach_callers(&edges, &mut yields);
+        yields.truncate(n);
+        self.yields = yields;
         self
     }
 
@@ -187,6 +189,27 @@ impl CallGraph {
         self.targets_by_sig
             .get(sig as usize)
             .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// Marks every node that can reach a marked one: walks the reversed edges once.
+fn reach_callers(edges: &[Vec<u32>], marked: &mut [bool]) {
+    let mut callers: Vec<Vec<u32>> = vec![Vec::new(); edges.len()];
+    for (from, out) in edges.iter().enumerate() {
+        for &to in out {
+            callers[to as usize].push(from as u32);
+        }
+    }
+    let mut work: Vec<u32> = (0..edges.len() as u32)
+        .filter(|&v| marked[v as usize])
+        .collect();
+    while let Some(v) = work.pop() {
+        for &c in &callers[v as usize] {
+            if !marked[c as usize] {
+                marked[c as usize] = true;
+                work.push(c);
+            }
+        }
     }
 }
 
@@ -267,6 +290,29 @@ mod tests {
         assert_eq!(g.yields, vec![true, true, false, false]);
         assert_eq!(g.indirect[0], vec![0]);
         assert_eq!(g.indirect_targets(0), &[1]);
+    }
+
+    #[test]
+    fn with_direct_calls_only_what_reaches_a_parking_import_yields() {
+        // Imports 0 (parks) and 1 (does not); $a calls 0 through the table ($b), $c calls
+        // import 1 and recurses, $d calls $a, $e calls $c.
+        let g = graph(
+            r#"(module (import "m" "park" (func)) (import "m" "plain" (func))
+              (type $t (func)) (table 1 funcref) (elem (i32.const 0) $b)
+              (func $a (call_indirect (type $t) (i32.const 0)))
+              (func $b (call 0))
+              (func $c (call 1) (call $c))
+              (func $d (call $a))
+              (func $e (call $c)))"#,
+        );
+        let direct = g.clone().with_direct_calls(&[0]);
+        assert_eq!(
+            direct.yields,
+            vec![true, false, true, true, false, true, false]
+        );
+        assert!(direct.recursive[4], "recursion is still known");
+        // Nothing parks: nothing yields.
+        assert!(g.with_direct_calls(&[]).yields.iter().all(|y| !y));
     }
 
     #[test]

@@ -190,6 +190,7 @@ impl FleetArgs {
                 .unwrap_or(dialect.default_partition_ops()),
             memory_checks: MemoryChecks::Explicit,
             trace: false,
+            parking_imports: Vec::new(),
         };
         options.memory_checks = self
             .memory_checks

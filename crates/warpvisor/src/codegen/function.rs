@@ -60,6 +60,8 @@ pub(super) struct FunctionEmitter<'m, 'a> {
     ctx: &'m ModuleContext<'m, 'a>,
     func: u32,
     cps: bool,
+    /// The kernel makes direct calls: a continuation's body takes the VM context.
+    direct: bool,
     results: Vec<ValType>,
     locals: Vec<ValType>,
     stack: Vec<ValType>,
@@ -84,8 +86,13 @@ pub(super) struct FunctionEmitter<'m, 'a> {
 
 impl<'m, 'a> FunctionEmitter<'m, 'a> {
     /// The emitter of function `func`; `guard`: the kernel has guard regions (stores may
-    /// share their dirty-page marks, see [`marks`]).
-    pub(super) fn new(ctx: &'m ModuleContext<'m, 'a>, func: u32, guard: bool) -> Self {
+    /// share their dirty-page marks, see [`marks`]); `direct`: it makes direct calls.
+    pub(super) fn new(
+        ctx: &'m ModuleContext<'m, 'a>,
+        func: u32,
+        guard: bool,
+        direct: bool,
+    ) -> Self {
         let ty = ctx.module.func_type(func);
         let mut locals: Vec<ValType> = ty.params().to_vec();
         if let Some(body) = ctx.module.body(func) {
@@ -96,6 +103,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             ctx,
             func,
             cps: ctx.graph.yields[func as usize],
+            direct,
             results: ty.results().to_vec(),
             locals,
             stack: Vec::new(),

@@ -55,7 +55,7 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
     let sigs = Signatures::new(module);
     let mut graph = CallGraph::new(module, &sigs);
     if direct {
-        graph = graph.with_direct_calls();
+        graph = graph.with_direct_calls(&parking_imports(module, options));
     }
     let blocks = match options.trace {
         false => None,
@@ -108,6 +108,18 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
         partition_of,
         layout,
     })
+}
+
+/// The function indices of `options.parking_imports` in `module`.
+fn parking_imports(module: &Module<'_>, options: &KernelOptions) -> Vec<u32> {
+    (0..module.imported_funcs as u32)
+        .filter(|&f| {
+            module.funcs[f as usize]
+                .import
+                .as_ref()
+                .is_some_and(|name| options.parking_imports.contains(name))
+        })
+        .collect()
 }
 
 fn emit_partition(
@@ -225,12 +237,13 @@ fn emit_partition(
         let _ = writeln!(out, "{};", dispatch_signature(ctx, s));
     }
     let guard = options.memory_checks == MemoryChecks::Guard;
+    let direct = options.calls == CallMode::Direct;
     for (i, &f) in bodies.iter().enumerate() {
         out.push('\n');
         if (f as usize) < module.imported_funcs {
             out.push_str(&direct_import(ctx, f));
         } else {
-            out.push_str(&FunctionEmitter::new(ctx, f, guard).emit()?);
+            out.push_str(&FunctionEmitter::new(ctx, f, guard, direct).emit()?);
         }
         check_kernel_size(&out, || {
             format!("{} of its {} functions", i + 1, bodies.len())

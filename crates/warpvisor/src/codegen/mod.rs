@@ -76,6 +76,13 @@ pub struct KernelOptions {
     /// calls only). Off, kernels hold no tracing code at all.
     #[serde(default)]
     pub trace: bool,
+    /// Imports that may park their VM until the host wakes it (the guest API's
+    /// `request_next`). With direct calls they leave the kernel as hypercalls do with
+    /// continuations, and the functions that can reach them become continuations; every
+    /// other import is still served while the kernel waits. Ignored with continuations, where
+    /// every import leaves the kernel.
+    #[serde(default)]
+    pub parking_imports: Vec<crate::frontend::ImportName>,
 }
 
 /// How a kernel keeps each memory access inside its VM's memory.
@@ -192,6 +199,7 @@ impl Default for KernelOptions {
             calls: CallMode::Continuations,
             memory_checks: MemoryChecks::Explicit,
             trace: false,
+            parking_imports: Vec::new(),
         }
     }
 }

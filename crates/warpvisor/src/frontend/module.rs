@@ -23,7 +23,7 @@ pub enum ConstExpr {
 }
 
 /// Where an entity comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ImportName {
     /// Module name of the import.
     pub module: String,

@@ -308,6 +308,19 @@ impl RequestExchange {
             .collect()
     }
 
+    /// When each VM's request becomes overdue (`limit` after it arrived; `None` for VMs
+    /// holding none), by VM.
+    pub fn deadlines(&self, limit: Duration) -> Vec<Option<Instant>> {
+        self.desk()
+            .held
+            .iter()
+            .map(|h| {
+                h.as_ref()
+                    .and_then(|h| h.request.arrived.checked_add(limit))
+            })
+            .collect()
+    }
+
     /// Hands queued requests to waiting VMs when a batch is due: when `launching` (a launch
     /// follows anyway), when every waiting VM gets one, when the oldest has waited
     /// `max_delay`, or when closing. Returns the VMs to wake (with "stop" for each when the

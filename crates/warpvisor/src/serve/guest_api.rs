@@ -38,6 +38,23 @@ pub const FUNCTIONS: [(&str, &[ValType], &[ValType]); 3] = [
     ),
 ];
 
+/// The imports a resident handler's VM leaves the kernel at when the kernel makes direct
+/// calls (`KernelOptions::parking_imports`): `request_next`, which parks the VM until a
+/// request comes, and WASI's `sched_yield`, so that a VM that yields lets the fleet's
+/// supervisor run (hand out requests, restart VMs) as it does with continuations.
+pub fn parking_imports() -> Vec<crate::frontend::ImportName> {
+    [
+        (MODULE, "request_next"),
+        ("wasi_snapshot_preview1", "sched_yield"),
+    ]
+    .into_iter()
+    .map(|(module, name)| crate::frontend::ImportName {
+        module: module.into(),
+        name: name.into(),
+    })
+    .collect()
+}
+
 /// Whether a module's imports make it a resident handler (it imports from [`MODULE`]).
 pub fn is_resident(module: &crate::frontend::Module<'_>) -> bool {
     module.imports.iter().any(|(name, _)| name.module == MODULE)

@@ -1,6 +1,7 @@
 //! Resident handlers: every VM runs the module's `_start` once and loops on the guest API
 //! ([`super::guest_api`]), keeping its state (caches, parsed models) from request to request,
-//! as VectorVisor's VMs do. On a fleet a [`Supervisor`] hands queued requests to the VMs parked
+//! as VectorVisor's VMs do. With direct calls (`cpu`) only `request_next` and `sched_yield`
+//! leave the kernel. On a fleet a [`Supervisor`] hands queued requests to the VMs parked
 //! in `request_next` — a batch when every waiting VM gets one, when the oldest request has
 //! waited the batch delay, or at once when a launch follows anyway — refuels a VM per request,
 //! stops one that holds a request past the request timeout, and restarts (re-instantiates) a VM
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::exchange::{HandlerReply, RequestExchange};
 use super::guest_api::GuestApi;
 use super::Submitted;
-use crate::codegen::{CallMode, MemoryChecks};
+use crate::codegen::CallMode;
 use crate::runner::{Executor, RunError};
 use crate::vmm::{Fleet, FleetStats, Outcome, Program, Supervised, Supervisor, TrapKind, VmmError};
 use crate::wasi::program::WasiRunConfig;
@@ -42,8 +43,9 @@ pub struct ResidentServer {
 }
 
 impl ResidentServer {
-    /// Compiles `wasm` for `executor` (on a fleet with continuations and explicit memory
-    /// checks: VMs park between requests), instantiates `options.vms` handlers and starts them; returns once they run.
+    /// Compiles `wasm` for `executor` (on a fleet, `request_next` is a parking import: VMs
+    /// park between requests), instantiates `options.vms` handlers and starts them; returns
+    /// once they run.
     pub fn start(
         executor: Executor,
         wasm: Vec<u8>,
@@ -60,11 +62,12 @@ impl ResidentServer {
                     backend,
                     mut kernel,
                 } => {
-                    // A VM waiting for a request must leave the kernel: continuations (and
-                    // explicit memory checks, as guard regions need direct calls).
+                    // A VM waiting for a request must leave the kernel: with direct calls
+                    // `request_next` (and `sched_yield`) leave it, the functions that reach
+                    // them become continuations and everything else stays direct; with
+                    // continuations every import leaves the kernel anyway.
                     if kernel.calls == CallMode::Direct {
-                        kernel.calls = CallMode::Continuations;
-                        kernel.memory_checks = MemoryChecks::Explicit;
+                        kernel.parking_imports = super::guest_api::parking_imports();
                     }
                     let built = Program::compile(&wasm, &kernel, backend.as_ref())
                         .map(Arc::new)
@@ -280,6 +283,10 @@ impl Supervisor for FleetSupervisor {
         for vm in self.exchange.hand_out(fleet.busy(), self.options.max_delay) {
             fleet.wake(vm);
         }
+    }
+
+    fn deadlines(&self) -> Vec<Option<Instant>> {
+        self.exchange.deadlines(self.options.request_timeout)
     }
 
     fn idle(&mut self, until: Option<Instant>) -> bool {

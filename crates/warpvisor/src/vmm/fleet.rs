@@ -399,7 +399,7 @@ impl Fleet {
             let next = self.next_partition();
             self.stats.schedule += schedule.elapsed();
             match next {
-                Some(p) => self.launch(p, deadline)?,
+                Some(p) => self.launch(p, deadline, &[])?,
                 None => {
                     let (serviced, wake) = self.service_round()?;
                     if serviced == 0 {
@@ -415,9 +415,14 @@ impl Fleet {
         self.collect(func, args.len())
     }
 
-    /// Launches partition `p`'s kernel; direct host calls made at or after `deadline` stop
-    /// their VM with `timeout`.
-    pub(super) fn launch(&mut self, p: usize, deadline: Option<Instant>) -> Result<(), VmmError> {
+    /// Launches partition `p`'s kernel; direct host calls made at or after `deadline`, or
+    /// after VM `vm`'s `vm_deadlines[vm]`, stop their VM with `timeout`.
+    pub(super) fn launch(
+        &mut self,
+        p: usize,
+        deadline: Option<Instant>,
+        vm_deadlines: &[Option<Instant>],
+    ) -> Result<(), VmmError> {
         self.storage.push_controls()?;
         let kernel = self.program.kernels[p].clone();
         let program = self.program.clone();
@@ -426,6 +431,7 @@ impl Fleet {
             &mut *self.imports.host,
             &mut self.host_stops,
             deadline,
+            vm_deadlines,
             self.trace.as_ref(),
         );
         let times = kernel.launch(self.storage.device(), &imports)?;

@@ -54,6 +54,8 @@ pub(super) struct DirectImports<'a> {
     module: &'a Module<'static>,
     state: Mutex<DirectState<'a>>,
     deadline: Option<Instant>,
+    /// Each VM's own deadline, where it has one (a supervised fleet's requests).
+    vm_deadlines: &'a [Option<Instant>],
     /// Where a traced kernel's records go.
     trace: Option<&'a TraceRecorder>,
     /// Calls that returned to their VM.
@@ -62,18 +64,20 @@ pub(super) struct DirectImports<'a> {
 
 impl<'a> DirectImports<'a> {
     /// A service running `host`'s functions, recording stops in `stops`; calls made at or
-    /// after `deadline` stop their VM with `timeout`.
+    /// after `deadline`, or after VM `vm`'s `vm_deadlines[vm]`, stop their VM with `timeout`.
     pub(super) fn new(
         module: &'a Module<'static>,
         host: &'a mut dyn HostFunctions,
         stops: &'a mut [Option<HostStop>],
         deadline: Option<Instant>,
+        vm_deadlines: &'a [Option<Instant>],
         trace: Option<&'a TraceRecorder>,
     ) -> Self {
         DirectImports {
             module,
             state: Mutex::new(DirectState { host, stops }),
             deadline,
+            vm_deadlines,
             trace,
             served: AtomicU64::new(0),
         }
@@ -107,9 +111,14 @@ impl ImportService for DirectImports<'_> {
             .zip(words.iter())
             .map(|(t, w)| Value::from_word(*t, *w))
             .collect();
+        let own = self.vm_deadlines.get(vm as usize).copied().flatten();
+        let deadline = match (self.deadline, own) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         loop {
             let now = Instant::now();
-            if self.deadline.is_some_and(|d| now >= d) {
+            if deadline.is_some_and(|d| now >= d) {
                 return self.stop(vm, HostStop::Trap(TrapKind::Timeout));
             }
             let result = {
@@ -120,11 +129,12 @@ impl ImportService for DirectImports<'_> {
                 Ok(values) => values,
                 // The VM waits on its worker (the others run on); the call is made again.
                 Err(HostStop::Wait(t)) => {
-                    let until = self.deadline.map_or(t, |d| d.min(t));
+                    let until = deadline.map_or(t, |d| d.min(t));
                     std::thread::sleep(until.saturating_duration_since(now));
                     continue;
                 }
-                // Nothing wakes a VM that waits on its worker.
+                // Nothing wakes a VM that waits on its worker (imports that park are made
+                // parking imports, `KernelOptions::parking_imports`, and leave the kernel).
                 Err(HostStop::Park) => return self.stop(vm, HostStop::Trap(TrapKind::HostError)),
                 Err(stop) => return self.stop(vm, stop),
             };

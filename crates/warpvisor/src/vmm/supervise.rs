@@ -22,6 +22,14 @@ pub trait Supervisor {
     /// still alive.
     fn idle(&mut self, until: Option<Instant>) -> bool;
 
+    /// When each VM's current work must be done (indexed by VM; shorter or `None`: no
+    /// deadline). With direct calls a VM making a host call during a launch at or after its
+    /// deadline is stopped there with `timeout`, as [`Supervised::stop`] would between
+    /// launches. Asked before every launch. Default: none.
+    fn deadlines(&self) -> Vec<Option<Instant>> {
+        Vec::new()
+    }
+
     /// Whether the run goes on once every VM has ended and none was restarted, waiting in
     /// [`Supervisor::idle`] for work to restart them with. Default: the run ends.
     fn waits_when_all_ended(&self) -> bool {
@@ -98,8 +106,10 @@ impl Supervised<'_> {
 impl Fleet {
     /// Runs export `name` (no parameters, no results) on every VM under `supervisor` until it
     /// ends the run, or until no VM is alive and it restarted none. Parked hypercalls
-    /// ([`HostStop::Park`]) wait for the supervisor to wake them. Needs continuations: with
-    /// direct calls a VM waits on its worker, where no supervisor can reach it.
+    /// ([`HostStop::Park`]) wait for the supervisor to wake them: with direct calls only the
+    /// kernel's parking imports (`KernelOptions::parking_imports`) leave the kernel to park;
+    /// any other import that parks traps its VM with `host_error`, as nothing could wake a VM
+    /// waiting on its worker.
     pub fn run_supervised(
         &mut self,
         name: &str,
@@ -133,12 +143,6 @@ impl Fleet {
             return Err(VmmError::Limit(format!(
                 "a supervised run needs `{name}` to take and return nothing"
             )));
-        }
-        if self.program.options.calls == crate::codegen::CallMode::Direct {
-            return Err(VmmError::Limit(
-                "a supervised run needs a kernel built with continuations (--calls continuations)"
-                    .into(),
-            ));
         }
         self.supervised = true;
         let result = self.supervise(func, supervisor, start_all);
@@ -191,7 +195,10 @@ impl Fleet {
                 told[vm as usize] = false;
             }
             match self.next_partition() {
-                Some(p) => self.launch(p, None)?,
+                Some(p) => {
+                    let deadlines = supervisor.deadlines();
+                    self.launch(p, None, &deadlines)?
+                }
                 None => {
                     let (serviced, wake) = self.service_round()?;
                     if serviced > 0 {

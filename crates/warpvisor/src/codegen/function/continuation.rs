@@ -209,11 +209,21 @@ impl FunctionEmitter<'_, '_> {
                 "/* func {} \"{name}\" {sig}: continuation, frame of {frame_words} words */",
                 self.func
             );
-            let _ = writeln!(
-                out,
-                "WV_FUNC void wv_k{}(wv_fleet *f, uint32_t vm) {{",
-                self.func
-            );
+            if self.direct {
+                // Its body takes the VM context, as the fastcalls it calls do; the trampoline
+                // enters it through `wv_k{N}` below.
+                let _ = writeln!(
+                    out,
+                    "WV_FUNC void wv_kb{}(WV_CTX_PARAMS) {{\n  WV_CTX_VIEW();",
+                    self.func
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "WV_FUNC void wv_k{}(wv_fleet *f, uint32_t vm) {{",
+                    self.func
+                );
+            }
         } else {
             let _ = writeln!(out, "/* func {} \"{name}\" {sig}: fastcall */", self.func);
             let _ = writeln!(out, "{} {{", super::fastcall_signature(self.ctx, self.func));
@@ -288,6 +298,14 @@ impl FunctionEmitter<'_, '_> {
             out.push_str(&dead_return(&self.results));
         }
         out.push_str("}\n");
+        if self.cps && self.direct {
+            let _ = writeln!(
+                out,
+                "/* func {}'s entry from the trampoline: the VM context, and the unwind point of its traps and those of the fastcalls it calls */\n\
+                 WV_FUNC void wv_k{0}(wv_fleet *f, uint32_t vm) {{ WV_CTX_ENTER(); WV_UNWIND_POINT(); WV_OPAQUE(wv_kb{0})(WV_CTX_ARGS); WV_CTX_LEAVE(); }}",
+                self.func
+            );
+        }
         out
     }
 }
