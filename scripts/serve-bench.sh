@@ -108,7 +108,7 @@ for name in $benchmarks; do
       fixed="$fixed $a/$b"
       stop
     done
-    ratio=$(python3 -c "print(f'{${rps[bench]}/$runner:.2f}x / ' + ('-' if '${rps[resident]}' == '-' else f'{${rps[resident]}/$runner:.2f}x'))")
+    ratio=$(python3 -c "import sys; b, r, j = sys.argv[1:]; print(f'{float(b)/float(j):.2f}x / ' + ('-' if r == '-' else f'{float(r)/float(j):.2f}x'))" "${rps[bench]}" "${rps[resident]}" "$runner")
     echo "| $name | $backend | $runner | ${rps[bench]} (${p50[bench]}/${p99[bench]}) | ${rps[resident]} (${p50[resident]}/${p99[resident]}) | $ratio | $rate:$fixed |"
   done
 done
