@@ -255,3 +255,53 @@ fn a_benchmark_ported_to_the_sdk_answers_as_the_wasi_program_does() {
         assert_eq!(bad.status, 400, "{backend}: a malformed request");
     }
 }
+
+/// `(continuations, fastcalls)` from the first line of `warpvisor compile MODULE EXTRA`.
+fn kernel_functions(module: &std::path::Path, extra: &[&str]) -> (u32, u32) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warpvisor"))
+        .arg("compile")
+        .arg(module)
+        .args(extra)
+        .output()
+        .expect("warpvisor compile runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = text.lines().next().unwrap_or_default();
+    // "/* warpvisor kernel: 128 of 129 functions (4 continuation, 124 fastcall), ..."
+    let counts = head
+        .split_once('(')
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(inner, _)| inner.to_string())
+        .unwrap_or_default();
+    let numbers: Vec<u32> = counts
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    assert_eq!(numbers.len(), 2, "{head}");
+    (numbers[0], numbers[1])
+}
+
+#[test]
+fn on_cpu_only_the_way_to_request_next_is_a_continuation() {
+    // `compile` shows the kernel `serve` builds: with direct calls (cpu's default) only the
+    // functions that reach `request_next` are continuations; with continuations every
+    // function that reaches any import is.
+    let module = guest("resident-scrypt.wasm");
+    let (direct, _) = kernel_functions(&module, &[]);
+    let (continuations, _) = kernel_functions(&module, &["--calls", "continuations"]);
+    assert!(
+        (1..=8).contains(&direct),
+        "{direct} continuations with direct calls"
+    );
+    assert!(
+        continuations > 10 * direct,
+        "{continuations} with continuations, {direct} with direct calls"
+    );
+    // A WASI program without the guest API has none with direct calls.
+    let (wasi, _) = kernel_functions(&guest("bench-scrypt.wasm"), &[]);
+    assert_eq!(wasi, 0);
+}

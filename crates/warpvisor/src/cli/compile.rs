@@ -34,7 +34,11 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
         "cuda" => BackendKind::Cuda,
         _ => BackendKind::Cpu,
     };
-    let options = args.fleet.kernel_for(kind);
+    let mut options = args.fleet.kernel_for(kind);
+    if warpvisor::serve::guest_api::is_resident(&module) {
+        // The kernel `warpvisor serve` builds for it.
+        options = warpvisor::serve::guest_api::resident_kernel(options);
+    }
     let source = codegen::emit(&module, &options)?;
     let many = source.partitions.len() > 1;
     let mut stdout = super::stdout();

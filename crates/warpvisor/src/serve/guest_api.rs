@@ -55,6 +55,18 @@ pub fn parking_imports() -> Vec<crate::frontend::ImportName> {
     .collect()
 }
 
+/// The kernel options a resident handler is served with, from those of `warpvisor run`: a VM
+/// waiting for a request must leave the kernel, so with direct calls the parking imports are
+/// named; with continuations every import leaves the kernel already.
+pub fn resident_kernel(
+    mut options: crate::codegen::KernelOptions,
+) -> crate::codegen::KernelOptions {
+    if options.calls == crate::codegen::CallMode::Direct {
+        options.parking_imports = parking_imports();
+    }
+    options
+}
+
 /// Whether a module's imports make it a resident handler (it imports from [`MODULE`]).
 pub fn is_resident(module: &crate::frontend::Module<'_>) -> bool {
     module.imports.iter().any(|(name, _)| name.module == MODULE)

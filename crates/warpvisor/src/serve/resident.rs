@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use super::exchange::{HandlerReply, RequestExchange};
 use super::guest_api::GuestApi;
 use super::Submitted;
-use crate::codegen::CallMode;
 use crate::runner::{Executor, RunError};
 use crate::vmm::{Fleet, FleetStats, Outcome, Program, Supervised, Supervisor, TrapKind, VmmError};
 use crate::wasi::program::WasiRunConfig;
@@ -58,17 +57,11 @@ impl ResidentServer {
         let worker = std::thread::Builder::new()
             .name("warpvisor-resident".into())
             .spawn(move || match executor {
-                Executor::Fleet {
-                    backend,
-                    mut kernel,
-                } => {
-                    // A VM waiting for a request must leave the kernel: with direct calls
-                    // `request_next` (and `sched_yield`) leave it, the functions that reach
-                    // them become continuations and everything else stays direct; with
-                    // continuations every import leaves the kernel anyway.
-                    if kernel.calls == CallMode::Direct {
-                        kernel.parking_imports = super::guest_api::parking_imports();
-                    }
+                Executor::Fleet { backend, kernel } => {
+                    // With direct calls `request_next` (and `sched_yield`) leave the kernel,
+                    // the functions that reach them become continuations and everything else
+                    // stays direct.
+                    let kernel = super::guest_api::resident_kernel(kernel);
                     let built = Program::compile(&wasm, &kernel, backend.as_ref())
                         .map(Arc::new)
                         .and_then(|p| FleetHandlers::new(p, &config, shared.clone(), options));
