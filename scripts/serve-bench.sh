@@ -54,11 +54,12 @@ hey_stats() {
        END {printf "%.1f %.1f %.1f %d\n", rps, p50*1000, p99*1000, bad}' "$1"
 }
 
-# wrk's summary (--latency) → "rps p50 p99 non200", latencies in ms.
+# wrk's summary (--latency) → "rps p50 p99 failed", latencies in ms; failed: replies not 2xx
+# and socket errors ("Socket errors: connect 0, read 0, write 0, timeout 12").
 wrk_stats() {
   awk 'function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
-       /Requests\/sec/ {rps=$2} /^ +50%/ {p50=ms($2)} /^ +99%/ {p99=ms($2)} /Non-2xx/ {bad=$5}
-       /Socket errors/ {bad+=0}
+       /Requests\/sec/ {rps=$2} /^ +50%/ {p50=ms($2)} /^ +99%/ {p99=ms($2)} /Non-2xx/ {bad+=$5}
+       /Socket errors/ {bad+=$4+$6+$8+$10}
        END {printf "%.1f %.1f %.1f %d\n", rps, p50, p99, bad}' "$1"
 }
 # One closed-loop run against /run: SECONDS BODY → "rps p50 p99 non200". LOADGEN=wrk drives it

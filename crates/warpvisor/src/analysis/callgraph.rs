@@ -122,14 +122,7 @@ impl CallGraph {
                 list.dedup();
             }
         }
-        // Nodes: functions, then one per signature.
-        let mut edges: Vec<Vec<u32>> = Vec::with_capacity(n + targets_by_sig.len());
-        for f in 0..n {
-            let mut out = callees[f].clone();
-            out.extend(indirect[f].iter().map(|&s| n as u32 + s));
-            edges.push(out);
-        }
-        edges.extend(targets_by_sig.iter().cloned());
+        let edges = call_edges(&callees, &indirect, &targets_by_sig);
         let mut yields = vec![false; edges.len()];
         for y in yields.iter_mut().take(module.imported_funcs) {
             *y = true;
@@ -164,19 +157,10 @@ impl CallGraph {
     /// functions.
     pub fn with_direct_calls(mut self, parking: &[u32]) -> Self {
         let n = self.yields.len();
-        let mut edges: Vec<Vec<u32>> = (0..n)
-            .map(|f| {
-                let mut out = self.callees[f].clone();
-                out.extend(self.indirect[f].iter().map(|&s| n as u32 + s));
-                out
-            })
-            .collect();
-        edges.extend(self.targets_by_sig.iter().cloned());
+        let edges = call_edges(&self.callees, &self.indirect, &self.targets_by_sig);
         let mut yields = vec![false; edges.len()];
-        for &p in parking {
-            if let Some(y) = yields.get_mut(p as usize).filter(|_| (p as usize) < n) {
-                *y = true;
-            }
+        for &p in parking.iter().filter(|&&p| (p as usize) < n) {
+            yields[p as usize] = true;
         }
         reach_callers(&edges, &mut yields);
         yields.truncate(n);
@@ -190,6 +174,26 @@ impl CallGraph {
             .get(sig as usize)
             .map_or(&[], Vec::as_slice)
     }
+}
+
+/// The call graph's edges. Nodes: the functions, then one per canonical signature; a function
+/// calls its callees and the signatures it uses with `call_indirect`, a signature its targets.
+fn call_edges(
+    callees: &[Vec<u32>],
+    indirect: &[Vec<u32>],
+    targets_by_sig: &[Vec<u32>],
+) -> Vec<Vec<u32>> {
+    let n = callees.len() as u32;
+    callees
+        .iter()
+        .zip(indirect)
+        .map(|(direct, sigs)| {
+            let mut out = direct.clone();
+            out.extend(sigs.iter().map(|&s| n + s));
+            out
+        })
+        .chain(targets_by_sig.iter().cloned())
+        .collect()
 }
 
 /// Marks every node that can reach a marked one: walks the reversed edges once.

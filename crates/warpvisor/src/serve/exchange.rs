@@ -299,11 +299,10 @@ impl RequestExchange {
     /// VMs holding a request that arrived more than `limit` ago.
     pub fn overdue(&self, limit: Duration) -> Vec<u32> {
         let now = Instant::now();
-        self.desk()
-            .held
+        self.deadlines(limit)
             .iter()
             .enumerate()
-            .filter(|(_, h)| h.as_ref().is_some_and(|h| now - h.request.arrived >= limit))
+            .filter(|(_, d)| d.is_some_and(|d| d <= now))
             .map(|(vm, _)| vm as u32)
             .collect()
     }

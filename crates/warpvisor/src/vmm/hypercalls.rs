@@ -112,10 +112,7 @@ impl ImportService for DirectImports<'_> {
             .map(|(t, w)| Value::from_word(*t, *w))
             .collect();
         let own = self.vm_deadlines.get(vm as usize).copied().flatten();
-        let deadline = match (self.deadline, own) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let deadline = self.deadline.into_iter().chain(own).min();
         loop {
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {

@@ -157,6 +157,7 @@ impl Fleet {
         start_all: bool,
     ) -> Result<(), VmmError> {
         let n = self.num_vms() as usize;
+        let direct = self.program.options.calls == crate::codegen::CallMode::Direct;
         self.host_stops.fill(None);
         self.parked.fill(Parked::No);
         if start_all {
@@ -196,7 +197,12 @@ impl Fleet {
             }
             match self.next_partition() {
                 Some(p) => {
-                    let deadlines = supervisor.deadlines();
+                    // Only direct host calls look at them.
+                    let deadlines = if direct {
+                        supervisor.deadlines()
+                    } else {
+                        Vec::new()
+                    };
                     self.launch(p, None, &deadlines)?
                 }
                 None => {
