@@ -62,6 +62,48 @@ DONE:
     ret;
 }
 
+// A device function whose branch splits the warp: odd values are doubled.
+.func (.param .b32 twice_ret) twice(.param .b32 twice_x)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    ld.param.b32 %r1, [twice_x];    // with the caller's first three: 7
+    and.b32 %r2, %r1, 1;
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 bra EVEN;
+    add.u32 %r1, %r1, %r1;          // odd lanes: 1
+EVEN:
+    st.param.b32 [twice_ret], %r1;  // everyone: 2 (`ret` is a branch to the copy's end)
+    ret;
+}
+
+// Thread t stores twice(t), twice(twice(t)) through two calls (each inlined on its own).
+.visible .entry calls(.param .u64 out)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    {
+    .param .b32 param0;
+    .param .b32 retval0;
+    st.param.b32 [param0], %r1;
+    call.uni (retval0), twice, (param0);
+    ld.param.b32 %r2, [retval0];    // with the next call's store and the copy's first 4: 6
+    }
+    {
+    .param .b32 param0;
+    .param .b32 retval0;
+    st.param.b32 [param0], %r2;
+    call.uni (retval0), twice, (param0);
+    ld.param.b32 %r3, [retval0];    // 5
+    }
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r3;
+    ret;
+}
+
 // Thread t stores to word t * stride.
 .visible .entry strided(.param .u64 out, .param .u32 stride)
 {
@@ -121,6 +163,63 @@ fn a_branch_splits_the_warp_and_it_reconverges_at_the_join() {
     // One store of 32 consecutive words: 128 bytes, four sectors.
     assert_eq!((c.memory_instructions, c.sectors), (1, 4));
     assert!((c.efficiency() - 336.0 / 384.0).abs() < 1e-12);
+}
+
+#[test]
+fn a_device_functions_branches_diverge_the_warp_of_its_caller() {
+    let (out, c) = run("calls", 32, 32, &[]);
+    for (t, &v) in out.iter().enumerate() {
+        // Odd t doubles once (2t is even); even t stays.
+        assert_eq!(v as usize, if t % 2 == 1 { 2 * t } else { t }, "thread {t}");
+    }
+    // First copy: 7 for all, 1 for the 16 odd lanes, 2 for all. Then 6 for all (the
+    // caller's load and store between the calls, the second copy's first 4), no lane odd
+    // (every value is even now), 2, and the caller's last 5.
+    assert_eq!(c.warp_instructions, 7 + 1 + 2 + 6 + 2 + 5);
+    assert_eq!(c.lane_instructions, (7 + 2 + 6 + 2 + 5) * 32 + 16);
+    assert_eq!(c.divergences, 1);
+    assert_eq!((c.memory_instructions, c.sectors), (1, 4));
+}
+
+#[test]
+fn recursion_cannot_be_emulated_and_says_so() {
+    let m = PtxModule::parse(
+        r#"
+.version 7.0
+.target sm_70
+.address_size 64
+.func (.param .b32 r) down(.param .b32 x)
+{
+    .reg .b32 %r<2>;
+    ld.param.b32 %r1, [x];
+    {
+    .param .b32 param0;
+    .param .b32 retval0;
+    st.param.b32 [param0], %r1;
+    call.uni (retval0), down, (param0);
+    }
+    st.param.b32 [r], %r1;
+    ret;
+}
+.visible .entry k()
+{
+    .reg .b32 %r<2>;
+    {
+    .param .b32 param0;
+    .param .b32 retval0;
+    st.param.b32 [param0], %r1;
+    call.uni (retval0), down, (param0);
+    }
+    ret;
+}
+"#,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let e = match runtime().load_simt(&m, None) {
+        Ok(_) => panic!("a recursive device function was emulated"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("calls `down` recursively"), "{e}");
 }
 
 #[test]

@@ -14,8 +14,11 @@ use warpvisor::{codegen, frontend};
 pub struct CompileArgs {
     /// The module (.wasm or .wat).
     module: PathBuf,
-    /// Kernel language to write: host C (cpu), OpenCL C (opencl) or CUDA C++ (cuda).
-    #[arg(long, default_value = "c", value_parser = ["c", "opencl", "cuda"])]
+    /// Kernel language to write: host C (cpu), OpenCL C (opencl), CUDA C++ (cuda), or the
+    /// PTX NVRTC makes of the CUDA C++ for compute capability 9.0 (ptx; needs NVRTC, no GPU),
+    /// which also fills the kernel cache the `cuda` backend reads on a machine with the same
+    /// NVRTC version.
+    #[arg(long, default_value = "c", value_parser = ["c", "opencl", "cuda", "ptx"])]
     emit: String,
     /// Output file (default: standard output).
     #[arg(short, long)]
@@ -31,7 +34,7 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
     let module = frontend::load(&binary)?;
     let kind = match args.emit.as_str() {
         "opencl" => BackendKind::OpenCl,
-        "cuda" => BackendKind::Cuda,
+        "cuda" | "ptx" => BackendKind::Cuda,
         _ => BackendKind::Cpu,
     };
     let mut options = args.fleet.kernel_for(kind);
@@ -39,7 +42,27 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
         // The kernel `warpvisor serve` builds for it.
         options = warpvisor::serve::guest_api::resident_kernel(options);
     }
-    let source = codegen::emit(&module, &options)?;
+    let mut source = codegen::emit(&module, &options)?;
+    if args.emit == "ptx" {
+        // Partitions compile in parallel, as when a backend loads them.
+        let arch = warpvisor::backend::cuda::DEFAULT_ARCH;
+        let ptx = std::thread::scope(|s| {
+            let builds: Vec<_> = source
+                .partitions
+                .iter()
+                .map(|code| s.spawn(|| warpvisor::backend::cuda::compile_ptx(code, &options, arch)))
+                .collect();
+            builds
+                .into_iter()
+                .enumerate()
+                .map(|(i, b)| match b.join() {
+                    Ok(r) => r.map_err(|e| anyhow::anyhow!("partition {i}: {e}")),
+                    Err(_) => Err(anyhow::anyhow!("partition {i}: the NVRTC thread failed")),
+                })
+                .collect::<anyhow::Result<Vec<String>>>()
+        })?;
+        source.partitions = ptx;
+    }
     let many = source.partitions.len() > 1;
     let mut stdout = super::stdout();
     for (i, code) in source.partitions.iter().enumerate() {

@@ -22,6 +22,7 @@
 
 pub mod ast;
 pub mod emit;
+pub mod inline;
 pub mod lexer;
 pub mod parser;
 pub mod runtime;

@@ -97,12 +97,22 @@ pub fn emit(module: &PtxModule) -> Result<CSource, PtxError> {
 }
 
 /// Translates every kernel of `module` for SIMT emulation: warps in lockstep under a
-/// reconvergence stack, counting active lanes and memory sectors (`simt.h`).
+/// reconvergence stack, counting active lanes and memory sectors (`simt.h`), with device
+/// functions inlined into their callers ([`inline`](super::inline)) so that their
+/// instructions count and their branches diverge the warp.
 pub fn emit_simt(module: &PtxModule) -> Result<CSource, PtxError> {
     emit_mode(module, true)
 }
 
 fn emit_mode(module: &PtxModule, simt: bool) -> Result<CSource, PtxError> {
+    // The emulation steps a callee's blocks in its caller's warp: calls are inlined first.
+    let inlined;
+    let module = if simt {
+        inlined = super::inline::inline_calls(module)?;
+        &inlined
+    } else {
+        module
+    };
     let mut code = String::from(PRELUDE);
     if simt {
         code.push_str(SIMT_RUNTIME);
@@ -154,6 +164,7 @@ fn emit_mode(module: &PtxModule, simt: bool) -> Result<CSource, PtxError> {
         let mut emitter = KernelEmitter::new(module, f, index, &symbols, &callees)?;
         if simt && f.is_entry {
             emitter.simt = Some(RefCell::new(SimtPlan::new()));
+            emitter.keep_registers_in_slots();
         }
         if f.is_entry {
             kernels.push(emitter.emit(&mut code)?);
@@ -227,6 +238,9 @@ struct KernelEmitter<'a> {
     /// SIMT emulation: the kernel's blocks as they are emitted (a cell: operand translation
     /// numbers memory sites through `&self`).
     simt: Option<RefCell<SimtPlan>>,
+    /// Whether every register lives in the thread's slot (`wvp_s->r1`) rather than in a C
+    /// local saved and restored around split points (`keep_registers_in_slots`).
+    registers_in_slots: bool,
 }
 
 const C_KEYWORDS: &[&str] = &[
@@ -407,12 +421,28 @@ impl<'a> KernelEmitter<'a> {
             callees,
             call_sites,
             simt: None,
+            registers_in_slots: false,
         })
+    }
+
+    /// Every register becomes a field of the thread's slot, used in place: nothing is saved
+    /// or restored at split points. The SIMT emulation stops a thread at every basic block,
+    /// so saving the live registers at each would write code quadratic in the kernel's size
+    /// (warpvisor's inlined fleet kernels: tens of thousands of blocks and registers).
+    fn keep_registers_in_slots(&mut self) {
+        for (c, _) in self.registers.values_mut() {
+            *c = format!("wvp_s->{c}");
+        }
+        self.registers_in_slots = true;
     }
 
     /// The liveness of a body's registers (what its split points save).
     fn liveness(&self) -> liveness::Liveness {
-        let statements = self.function.body.as_deref().unwrap_or_default();
+        // Registers kept in their slots need none (and big kernels would pay for it).
+        let statements: &[Statement] = match self.registers_in_slots {
+            true => &[],
+            false => self.function.body.as_deref().unwrap_or_default(),
+        };
         liveness::Liveness::new(statements, &|r| self.registers.contains_key(r))
     }
 
@@ -471,6 +501,9 @@ impl<'a> KernelEmitter<'a> {
 
     /// C names of the registers live after statement `k`, less `written`, in a stable order.
     fn live_c_names(&self, live: &liveness::Liveness, k: usize, written: &[&str]) -> Vec<String> {
+        if self.registers_in_slots {
+            return Vec::new();
+        }
         let mut across: Vec<String> = live
             .live_after(k)
             .into_iter()
@@ -494,7 +527,12 @@ impl<'a> KernelEmitter<'a> {
 
     /// The registers and call-site arrays every function body declares.
     fn declarations(&self, code: &mut String) {
-        for (name, ty) in self.sorted_registers() {
+        // Registers kept in their slots are fields of `wvp_s`, not locals.
+        let locals = match self.registers_in_slots {
+            true => Vec::new(),
+            false => self.sorted_registers(),
+        };
+        for (name, ty) in locals {
             let _ = writeln!(code, "    {} {name};", c_type(ty));
         }
         for (name, bytes) in &self.call_sites {
@@ -532,7 +570,11 @@ impl<'a> KernelEmitter<'a> {
         let regs: Vec<(String, Scalar)> = self
             .sorted_registers()
             .into_iter()
-            .filter(|(name, _)| saved.contains(name) && !self.uniform.contains(name))
+            .filter_map(|(name, ty)| match name.strip_prefix("wvp_s->") {
+                Some(field) if self.registers_in_slots => Some((field.to_string(), ty)),
+                _ if saved.contains(&name) && !self.uniform.contains(&name) => Some((name, ty)),
+                _ => None,
+            })
             .collect();
         // Uniform registers: one slot per split point for the whole CTA, read from the copy
         // made when the last round ended (`wvp_ui`) and written to the next (`wvp_uo`).
