@@ -651,3 +651,43 @@ fn stdin_flag_feeds_every_vm() {
         "missing --stdin file",
     );
 }
+
+/// `compile --emit ptx`: the PTX NVRTC makes of the kernel (no GPU needed), which the PTX
+/// front end reads back.
+#[test]
+fn compile_emits_the_ptx_nvrtc_makes() {
+    if !common::cuda_on_cpu_here() {
+        return;
+    }
+    let module = tmp("div-ptx.wat");
+    std::fs::write(&module, DIV).unwrap();
+    let ptx = tmp("div.ptx");
+    let _ = std::fs::remove_file(&ptx);
+    let out = warpvisor(&[
+        "compile",
+        module.to_str().unwrap(),
+        "--emit",
+        "ptx",
+        "-o",
+        ptx.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&ptx).unwrap();
+    assert!(
+        text.contains(".target sm_90"),
+        "{}",
+        &text[..text.len().min(400)]
+    );
+    let parsed = warpvisor::ptx::PtxModule::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let entries: Vec<&str> = parsed
+        .functions
+        .iter()
+        .filter(|f| f.is_entry)
+        .map(|f| f.name.as_str())
+        .collect();
+    assert_eq!(entries, ["wv_kernel", "wv_reset"]);
+}
