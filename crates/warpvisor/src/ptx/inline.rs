@@ -166,8 +166,9 @@ impl Renaming {
     }
 }
 
-/// A call's parts: return variables, callee, argument variables.
-fn call_parts(i: &Instruction) -> Option<(Vec<Operand>, &str, Vec<Operand>)> {
+/// A call's parts: return variables, callee, argument variables; `None` for a call through a
+/// register.
+pub(crate) fn call_parts(i: &Instruction) -> Option<(Vec<Operand>, &str, Vec<Operand>)> {
     match i.operands.as_slice() {
         [Operand::List(r), Operand::Symbol(f), Operand::List(a)] => {
             Some((r.clone(), f.as_str(), a.clone()))

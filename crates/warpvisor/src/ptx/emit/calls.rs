@@ -154,13 +154,8 @@ impl KernelEmitter<'_> {
             line: i.line,
             what: format!("`{}` {why}", i.text()),
         };
-        let (rets, target, args) = match i.operands.as_slice() {
-            [Operand::List(r), Operand::Symbol(f), Operand::List(a)] => (r.clone(), f, a.clone()),
-            [Operand::List(r), Operand::Symbol(f)] => (r.clone(), f, Vec::new()),
-            [Operand::Symbol(f), Operand::List(a)] => (Vec::new(), f, a.clone()),
-            [Operand::Symbol(f)] => (Vec::new(), f, Vec::new()),
-            _ => return Err(bad("(indirect calls through a register are not supported)")),
-        };
+        let (rets, target, args) = crate::ptx::inline::call_parts(i)
+            .ok_or_else(|| bad("(indirect calls through a register are not supported)"))?;
         let callee = self
             .callees
             .get(target)
