@@ -22,7 +22,8 @@ use super::ast::{Function, Guard, Instruction, Operand, PtxModule, Space, Statem
 use super::PtxError;
 
 /// The most statements a kernel may have once its calls are inlined: a bound on the C the
-/// emulation compiles (warpvisor's largest fleet kernels stay far below it).
+/// emulation compiles (the largest measured, a PHash partition of warpvisor's fleet kernel,
+/// made 1.4 million lines of C and an hour of the C compiler).
 pub const MAX_INLINED_STATEMENTS: usize = 4_000_000;
 
 /// `module` with every call in every kernel replaced by the callee's body, and its device
