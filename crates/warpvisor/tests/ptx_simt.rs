@@ -182,6 +182,23 @@ fn a_device_functions_branches_diverge_the_warp_of_its_caller() {
 }
 
 #[test]
+fn an_inlined_translation_is_the_same_every_time() {
+    // The C is the kernel cache's key; inlined registers (`inl0_r1`) must sort the same way
+    // in every translation, whatever order the emitter's maps hold them in.
+    let m = PtxModule::parse(KERNELS).unwrap_or_else(|e| panic!("{e}"));
+    let first = warpvisor::ptx::emit::emit_simt(&m)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .code;
+    assert!(first.contains("inl0_r1"), "the call was inlined");
+    for n in 0..8 {
+        let again = warpvisor::ptx::emit::emit_simt(&m)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .code;
+        assert!(again == first, "translation {n} differs from the first");
+    }
+}
+
+#[test]
 fn recursion_cannot_be_emulated_and_says_so() {
     let m = PtxModule::parse(
         r#"

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{read_file, FleetArgs};
 use warpvisor::backend::select::BackendKind;
-use warpvisor::{codegen, frontend};
+use warpvisor::{codegen, frontend, work_queue};
 
 /// Arguments of `warpvisor compile`.
 #[derive(Args)]
@@ -46,22 +46,14 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
     if args.emit == "ptx" {
         // Partitions compile in parallel, as when a backend loads them.
         let arch = warpvisor::backend::cuda::DEFAULT_ARCH;
-        let ptx = std::thread::scope(|s| {
-            let builds: Vec<_> = source
-                .partitions
-                .iter()
-                .map(|code| s.spawn(|| warpvisor::backend::cuda::compile_ptx(code, &options, arch)))
-                .collect();
-            builds
-                .into_iter()
-                .enumerate()
-                .map(|(i, b)| match b.join() {
-                    Ok(r) => r.map_err(|e| anyhow::anyhow!("partition {i}: {e}")),
-                    Err(_) => Err(anyhow::anyhow!("partition {i}: the NVRTC thread failed")),
-                })
-                .collect::<anyhow::Result<Vec<String>>>()
-        })?;
-        source.partitions = ptx;
+        let parts = &source.partitions;
+        source.partitions =
+            work_queue::map_indexed(parts.len(), work_queue::default_workers(), |i| {
+                warpvisor::backend::cuda::compile_ptx(&parts[i], &options, arch)
+                    .map_err(|e| anyhow::anyhow!("partition {i}: {e}"))
+            })
+            .into_iter()
+            .collect::<anyhow::Result<Vec<String>>>()?;
     }
     let many = source.partitions.len() > 1;
     let mut stdout = super::stdout();

@@ -265,6 +265,20 @@ impl Instruction {
         s
     }
 
+    /// A `call`'s parts: return variables, callee, argument variables; `None` for a call
+    /// through a register (or an instruction that is not a call).
+    pub fn call_parts(&self) -> Option<(Vec<Operand>, &str, Vec<Operand>)> {
+        match self.operands.as_slice() {
+            [Operand::List(r), Operand::Symbol(f), Operand::List(a)] => {
+                Some((r.clone(), f.as_str(), a.clone()))
+            }
+            [Operand::List(r), Operand::Symbol(f)] => Some((r.clone(), f.as_str(), Vec::new())),
+            [Operand::Symbol(f), Operand::List(a)] => Some((Vec::new(), f.as_str(), a.clone())),
+            [Operand::Symbol(f)] => Some((Vec::new(), f.as_str(), Vec::new())),
+            _ => None,
+        }
+    }
+
     /// The opcode with its modifiers (`ld.global.f32`), for messages.
     pub fn text(&self) -> String {
         let mut s = self.opcode.clone();

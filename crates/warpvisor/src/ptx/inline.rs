@@ -167,18 +167,15 @@ impl Renaming {
     }
 }
 
-/// A call's parts: return variables, callee, argument variables; `None` for a call through a
-/// register.
-pub(crate) fn call_parts(i: &Instruction) -> Option<(Vec<Operand>, &str, Vec<Operand>)> {
-    match i.operands.as_slice() {
-        [Operand::List(r), Operand::Symbol(f), Operand::List(a)] => {
-            Some((r.clone(), f.as_str(), a.clone()))
-        }
-        [Operand::List(r), Operand::Symbol(f)] => Some((r.clone(), f.as_str(), Vec::new())),
-        [Operand::Symbol(f), Operand::List(a)] => Some((Vec::new(), f.as_str(), a.clone())),
-        [Operand::Symbol(f)] => Some((Vec::new(), f.as_str(), Vec::new())),
-        _ => None,
-    }
+/// `@guard bra target;` at source line `line`.
+fn branch(guard: Option<Guard>, target: &str, line: usize) -> Statement {
+    Statement::Instr(Instruction {
+        guard,
+        opcode: "bra".into(),
+        modifiers: Vec::new(),
+        operands: vec![Operand::Symbol(target.to_string())],
+        line,
+    })
 }
 
 impl Inliner<'_> {
@@ -224,8 +221,9 @@ impl Inliner<'_> {
                 call.text()
             ),
         };
-        let (rets, target, args) =
-            call_parts(call).ok_or_else(|| unsupported("calls through a register".into()))?;
+        let (rets, target, args) = call
+            .call_parts()
+            .ok_or_else(|| unsupported("calls through a register".into()))?;
         let callee = *self
             .functions
             .get(target)
@@ -245,16 +243,11 @@ impl Inliner<'_> {
         // A guarded call skips the copy when its guard is false.
         let end = format!("{prefix}return");
         if let Some(g) = &call.guard {
-            out.push(Statement::Instr(Instruction {
-                guard: Some(Guard {
-                    reg: g.reg.clone(),
-                    negated: !g.negated,
-                }),
-                opcode: "bra".into(),
-                modifiers: Vec::new(),
-                operands: vec![Operand::Symbol(end.clone())],
-                line: call.line,
-            }));
+            let skip = Guard {
+                reg: g.reg.clone(),
+                negated: !g.negated,
+            };
+            out.push(branch(Some(skip), &end, call.line));
         }
         let copy: Vec<Statement> = callee
             .body
@@ -292,16 +285,10 @@ impl Inliner<'_> {
                 symbols.insert(l.clone(), format!("{prefix}{l}"));
             }
         }
-        let present: HashSet<String> = self
-            .kernel
-            .variables
-            .iter()
-            .map(|v| v.name.clone())
-            .collect();
         for v in &callee.variables {
             if v.space == Space::Shared {
                 // One variable per CTA however often its function is called.
-                if !present.contains(&v.name) {
+                if !self.kernel.variables.iter().any(|k| k.name == v.name) {
                     self.kernel.variables.push(v.clone());
                 }
                 continue;
@@ -339,13 +326,7 @@ impl Renaming {
                 self.symbol(l),
                 targets.iter().map(|t| self.symbol(t)).collect(),
             ),
-            Statement::Instr(i) if i.opcode == "ret" => Statement::Instr(Instruction {
-                guard: self.guard(&i.guard),
-                opcode: "bra".into(),
-                modifiers: Vec::new(),
-                operands: vec![Operand::Symbol(end.to_string())],
-                line: i.line,
-            }),
+            Statement::Instr(i) if i.opcode == "ret" => branch(self.guard(&i.guard), end, i.line),
             Statement::Instr(i) => Statement::Instr(Instruction {
                 guard: self.guard(&i.guard),
                 opcode: i.opcode.clone(),

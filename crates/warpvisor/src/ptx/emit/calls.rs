@@ -154,7 +154,8 @@ impl KernelEmitter<'_> {
             line: i.line,
             what: format!("`{}` {why}", i.text()),
         };
-        let (rets, target, args) = crate::ptx::inline::call_parts(i)
+        let (rets, target, args) = i
+            .call_parts()
             .ok_or_else(|| bad("(indirect calls through a register are not supported)"))?;
         let callee = self
             .callees

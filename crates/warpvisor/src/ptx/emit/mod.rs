@@ -238,9 +238,9 @@ struct KernelEmitter<'a> {
     /// SIMT emulation: the kernel's blocks as they are emitted (a cell: operand translation
     /// numbers memory sites through `&self`).
     simt: Option<RefCell<SimtPlan>>,
-    /// Whether every register lives in the thread's slot (`wvp_s->r1`) rather than in a C
-    /// local saved and restored around split points (`keep_registers_in_slots`).
-    registers_in_slots: bool,
+    /// When every register lives in the thread's slot (`wvp_s->r1`) rather than in a C local
+    /// saved and restored around split points (`keep_registers_in_slots`): the slot's fields.
+    slot_fields: Option<Vec<(String, Scalar)>>,
 }
 
 const C_KEYWORDS: &[&str] = &[
@@ -421,7 +421,7 @@ impl<'a> KernelEmitter<'a> {
             callees,
             call_sites,
             simt: None,
-            registers_in_slots: false,
+            slot_fields: None,
         })
     }
 
@@ -430,18 +430,18 @@ impl<'a> KernelEmitter<'a> {
     /// so saving the live registers at each would write code quadratic in the kernel's size
     /// (warpvisor's inlined fleet kernels: tens of thousands of blocks and registers).
     fn keep_registers_in_slots(&mut self) {
+        self.slot_fields = Some(self.sorted_registers());
         for (c, _) in self.registers.values_mut() {
             *c = format!("wvp_s->{c}");
         }
-        self.registers_in_slots = true;
     }
 
     /// The liveness of a body's registers (what its split points save).
     fn liveness(&self) -> liveness::Liveness {
         // Registers kept in their slots need none (and big kernels would pay for it).
-        let statements: &[Statement] = match self.registers_in_slots {
-            true => &[],
-            false => self.function.body.as_deref().unwrap_or_default(),
+        let statements: &[Statement] = match self.slot_fields {
+            Some(_) => &[],
+            None => self.function.body.as_deref().unwrap_or_default(),
         };
         liveness::Liveness::new(statements, &|r| self.registers.contains_key(r))
     }
@@ -501,7 +501,7 @@ impl<'a> KernelEmitter<'a> {
 
     /// C names of the registers live after statement `k`, less `written`, in a stable order.
     fn live_c_names(&self, live: &liveness::Liveness, k: usize, written: &[&str]) -> Vec<String> {
-        if self.registers_in_slots {
+        if self.slot_fields.is_some() {
             return Vec::new();
         }
         let mut across: Vec<String> = live
@@ -528,9 +528,9 @@ impl<'a> KernelEmitter<'a> {
     /// The registers and call-site arrays every function body declares.
     fn declarations(&self, code: &mut String) {
         // Registers kept in their slots are fields of `wvp_s`, not locals.
-        let locals = match self.registers_in_slots {
-            true => Vec::new(),
-            false => self.sorted_registers(),
+        let locals = match self.slot_fields {
+            Some(_) => Vec::new(),
+            None => self.sorted_registers(),
         };
         for (name, ty) in locals {
             let _ = writeln!(code, "    {} {name};", c_type(ty));
@@ -567,15 +567,14 @@ impl<'a> KernelEmitter<'a> {
         // A thread's spill slot holds only the registers some split point saves (a few of
         // the kernel's registers, typically): slots stay small and close together.
         let saved: std::collections::HashSet<&String> = self.saved.iter().flatten().collect();
-        let regs: Vec<(String, Scalar)> = self
-            .sorted_registers()
-            .into_iter()
-            .filter_map(|(name, ty)| match name.strip_prefix("wvp_s->") {
-                Some(field) if self.registers_in_slots => Some((field.to_string(), ty)),
-                _ if saved.contains(&name) && !self.uniform.contains(&name) => Some((name, ty)),
-                _ => None,
-            })
-            .collect();
+        let regs: Vec<(String, Scalar)> = match &self.slot_fields {
+            Some(fields) => fields.clone(),
+            None => self
+                .sorted_registers()
+                .into_iter()
+                .filter(|(name, _)| saved.contains(name) && !self.uniform.contains(name))
+                .collect(),
+        };
         // Uniform registers: one slot per split point for the whole CTA, read from the copy
         // made when the last round ended (`wvp_ui`) and written to the next (`wvp_uo`).
         let types: HashMap<&String, Scalar> =
@@ -788,11 +787,17 @@ fn thread_epilogue(prefix: &str) -> String {
     )
 }
 
-/// Sort key that puts `r2` before `r10`.
-fn natural(name: &str) -> (String, u64) {
-    let digits = name.trim_start_matches(|c: char| !c.is_ascii_digit());
-    let stem = &name[..name.len() - digits.len()];
-    (stem.to_string(), digits.parse().unwrap_or(0))
+/// Sort key that puts `r2` before `r10`: the name without its trailing digits, their value,
+/// then the name itself, so that no two names tie (`inl0_r5`, whose first digits are not its
+/// last, sorts by its own and not the map's order: the C is the kernel cache's key).
+fn natural(name: &str) -> (String, u64, String) {
+    let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let (stem, number) = name.split_at(name.len() - digits);
+    (
+        stem.to_string(),
+        number.parse().unwrap_or(0),
+        name.to_string(),
+    )
 }
 
 #[cfg(test)]
