@@ -199,6 +199,32 @@ fn an_inlined_translation_is_the_same_every_time() {
 }
 
 #[test]
+fn a_call_tree_doubling_at_every_level_is_refused_quickly() {
+    // f0 calls f1 twice, f1 calls f2 twice, ...: 2^40 copies if inlined blindly.
+    let mut ptx = String::from(".version 7.0\n.target sm_70\n.address_size 64\n");
+    let levels = 40;
+    ptx.push_str(&format!(
+        ".func f{levels}()\n{{\n    .reg .b32 %r<9>;\n    ret;\n}}\n"
+    ));
+    for l in (0..levels).rev() {
+        let next = l + 1;
+        ptx.push_str(&format!(
+            ".func f{l}()\n{{\n    .reg .b32 %r<9>;\n    call.uni f{next};\n    call.uni f{next};\n    ret;\n}}\n"
+        ));
+    }
+    ptx.push_str(".visible .entry k()\n{\n    call.uni f0;\n    ret;\n}\n");
+    let m = PtxModule::parse(&ptx).unwrap_or_else(|e| panic!("{e}"));
+    let start = std::time::Instant::now();
+    let e = match warpvisor::ptx::emit::emit_simt(&m) {
+        Ok(_) => panic!("2^40 copies were made"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("statements (SIMT emulation)"), "{e}");
+    // A bound on time, loose enough for any machine: refused long before 2^40 copies.
+    assert!(start.elapsed().as_secs() < 60, "took {:?}", start.elapsed());
+}
+
+#[test]
 fn recursion_cannot_be_emulated_and_says_so() {
     let m = PtxModule::parse(
         r#"

@@ -21,8 +21,9 @@ use std::collections::{HashMap, HashSet};
 use super::ast::{Function, Guard, Instruction, Operand, PtxModule, Space, Statement};
 use super::PtxError;
 
-/// The most statements a kernel may have once its calls are inlined: a bound on the C the
-/// emulation compiles (the largest measured, a PHash partition of warpvisor's fleet kernel,
+/// The most statements a kernel may have once its calls are inlined, each copy's registers
+/// and variables counted as statements too (a tree of calls doubling at every level must stop
+/// early, however small its bodies): a bound on the C the emulation compiles (the largest measured, a PHash partition of warpvisor's fleet kernel,
 /// made 1.4 million lines of C and an hour of the C compiler).
 pub const MAX_INLINED_STATEMENTS: usize = 4_000_000;
 
@@ -190,19 +191,25 @@ impl Inliner<'_> {
             match s {
                 Statement::Instr(i) if i.opcode == "call" => self.call(i, out, path)?,
                 other => {
-                    self.statements += 1;
+                    self.grow(1)?;
                     out.push(other.clone());
                 }
             }
-            if self.statements > MAX_INLINED_STATEMENTS {
-                return Err(PtxError::Unsupported {
-                    line: self.kernel.line,
-                    what: format!(
-                        "kernel `{}` with its device functions inlined exceeds {MAX_INLINED_STATEMENTS} statements (SIMT emulation)",
-                        self.kernel.name
-                    ),
-                });
-            }
+        }
+        Ok(())
+    }
+
+    /// Counts `n` more statements against [`MAX_INLINED_STATEMENTS`].
+    fn grow(&mut self, n: usize) -> Result<(), PtxError> {
+        self.statements += n;
+        if self.statements > MAX_INLINED_STATEMENTS {
+            return Err(PtxError::Unsupported {
+                line: self.kernel.line,
+                what: format!(
+                    "kernel `{}` with its device functions inlined exceeds {MAX_INLINED_STATEMENTS} statements (SIMT emulation)",
+                    self.kernel.name
+                ),
+            });
         }
         Ok(())
     }
@@ -236,6 +243,8 @@ impl Inliner<'_> {
                 "does not match the parameters of `{target}`"
             )));
         }
+        // The copy's end label, registers and variables.
+        self.grow(1 + callee.registers.len() + callee.variables.len())?;
         let prefix = format!("{}{}_", self.root, self.copies);
         self.copies += 1;
         let renaming = self.rename(callee, &prefix, &rets, &args, &unsupported)?;
