@@ -22,11 +22,11 @@
 
 pub mod ast;
 pub mod emit;
-pub mod inline;
 pub mod lexer;
 pub mod parser;
 pub mod runtime;
 pub mod simt;
+pub mod subroutines;
 
 pub use ast::PtxModule;
 pub use runtime::{auto_opt_level, Arg, DeviceBuffer, Dim3, PtxProgram, PtxRuntime};

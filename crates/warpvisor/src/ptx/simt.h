@@ -10,7 +10,10 @@
  * only at barriers). A *step* runs one block for the active lanes of the warp's top stack
  * entry, one lane after another, then looks where they went: one place, or a divergence
  * that pushes an entry per target, all reconverging at the block's immediate
- * post-dominator. Counts per step: the block's instructions once per warp and once per
+ * post-dominator (or, where that is the function's exit, where the entry they ran under
+ * reconverges). A block that ends in a call (device functions are subroutines of the
+ * kernel: ptx/subroutines.rs) pushes an entry for the callee reconverging at the return
+ * site, as a GPU's CALL does. Counts per step: the block's instructions once per warp and once per
  * active lane, and for each global memory instruction the distinct 32-byte sectors its
  * lanes touched. Lanes of a block run one after another rather than one instruction at a
  * time: the counts are those of instruction lockstep for programs without races between a
@@ -43,14 +46,14 @@ struct wvp_simt {
     wvp_simt_warp *warps;   /* nthreads / 32, rounded up */
     uint64_t *site_sectors; /* max_sites x WVP_SIMT_SECTORS: this step's sectors per site */
     uint32_t *site_count;   /* max_sites */
-    const uint32_t *instrs, *sites, *ipdom; /* the kernel's blocks */
+    const uint32_t *instrs, *sites, *ipdom, *calls; /* the kernel's blocks */
     uint32_t nblocks, max_sites;
     uint32_t warp, block, mask, pending; /* the step being run */
     int32_t error;          /* a CTA result (WVP_CTA_STACK: a stack overflowed); 0: none */
     uint32_t unused;
 };
 _Static_assert(sizeof(wvp_simt_warp) == 16 + 16 * WVP_SIMT_DEPTH, "wvp_simt_warp layout");
-_Static_assert(sizeof(struct wvp_simt) == 128, "wvp_simt layout (Rust: SimtRecord)");
+_Static_assert(sizeof(struct wvp_simt) == 136, "wvp_simt layout (Rust: SimtRecord)");
 
 static inline wvp_simt_entry *wvp_simt_top(wvp_simt_warp *w) {
     return w->depth ? &w->stack[w->depth - 1] : 0;
@@ -58,9 +61,10 @@ static inline wvp_simt_entry *wvp_simt_top(wvp_simt_warp *w) {
 
 /* A CTA begins: every warp at block 0 with its lanes, reconverging at the exit. */
 static void wvp_simt_begin(wvp_cta *cta, const uint32_t *instrs, const uint32_t *sites,
-                           const uint32_t *ipdom, uint32_t nblocks) {
+                           const uint32_t *ipdom, const uint32_t *calls, uint32_t nblocks) {
     struct wvp_simt *s = cta->simt;
-    s->instrs = instrs; s->sites = sites; s->ipdom = ipdom; s->nblocks = nblocks;
+    s->instrs = instrs; s->sites = sites; s->ipdom = ipdom; s->calls = calls;
+    s->nblocks = nblocks;
     s->warp = 0; s->block = 0; s->mask = 0; s->pending = 0; s->error = 0;
     for (uint32_t w = 0; w * 32 < cta->nthreads; w++) {
         uint32_t n = cta->nthreads - w * 32;
@@ -129,9 +133,19 @@ static void wvp_simt_finish(wvp_cta *cta) {
     if (at_op) wvp_settle_lanes(cta, s->warp, at_op);
     if (at_barrier) w->stopped = 1;
     if (nt == 0 || !e) return;  /* every lane exited: the entry is popped when next looked at */
+    if (s->calls[b] != WVP_SIMT_NONE && nt == 1) {
+        /* A call: the warp goes on at the return site once the callee's entry reconverges
+         * there (an entry left with pc == rpc is popped when next looked at). */
+        e->pc = s->calls[b];
+        if (w->depth == WVP_SIMT_DEPTH) { s->error = WVP_CTA_STACK; return; }
+        w->stack[w->depth++] = (wvp_simt_entry){targets[0], s->calls[b], tmask[0], 0};
+        return;
+    }
     if (nt == 1) { e->pc = targets[0]; return; }
     s->divergences++;
-    uint32_t r = s->ipdom[b];
+    /* No post-dominator inside the function (its lanes part until it returns, or for
+     * good): they reconverge where the entry they ran under does. */
+    uint32_t r = s->ipdom[b] == s->nblocks ? e->rpc : s->ipdom[b];
     e->pc = r;
     if (e->pc == e->rpc) w->depth--;  /* it reconverges where its own entry does */
     for (uint32_t k = nt; k-- > 0;) {  /* the lowest target ends on top and runs first */

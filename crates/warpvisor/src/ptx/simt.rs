@@ -91,6 +91,7 @@ pub(super) struct SimtRecord {
     instrs: *const u32,
     sites: *const u32,
     ipdom: *const u32,
+    calls: *const u32,
     nblocks: u32,
     max_sites: u32,
     warp: u32,
@@ -101,7 +102,7 @@ pub(super) struct SimtRecord {
     unused: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<SimtRecord>() == 128);
+const _: () = assert!(std::mem::size_of::<SimtRecord>() == 136);
 
 /// One worker's SIMT emulation state for a launch: the record the kernel sees and the
 /// buffers it points into (owned here, so the pointers stay valid while `self` lives).
@@ -134,6 +135,7 @@ impl SimtState {
             instrs: std::ptr::null(),
             sites: std::ptr::null(),
             ipdom: std::ptr::null(),
+            calls: std::ptr::null(),
             nblocks: 0,
             max_sites,
             warp: 0,

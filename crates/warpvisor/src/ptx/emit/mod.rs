@@ -98,18 +98,18 @@ pub fn emit(module: &PtxModule) -> Result<CSource, PtxError> {
 
 /// Translates every kernel of `module` for SIMT emulation: warps in lockstep under a
 /// reconvergence stack, counting active lanes and memory sectors (`simt.h`), with device
-/// functions inlined into their callers ([`inline`](super::inline)) so that their
+/// functions linked into their callers as subroutines ([`subroutines`](super::subroutines)), so that their
 /// instructions count and their branches diverge the warp.
 pub fn emit_simt(module: &PtxModule) -> Result<CSource, PtxError> {
     emit_mode(module, true)
 }
 
 fn emit_mode(module: &PtxModule, simt: bool) -> Result<CSource, PtxError> {
-    // The emulation steps a callee's blocks in its caller's warp: calls are inlined first.
-    let inlined;
+    // The emulation steps a callee's blocks in its caller's warp: calls are linked first.
+    let linked;
     let module = if simt {
-        inlined = super::inline::inline_calls(module)?;
-        &inlined
+        linked = super::subroutines::link_subroutines(module)?;
+        &linked
     } else {
         module
     };
@@ -428,7 +428,7 @@ impl<'a> KernelEmitter<'a> {
     /// Every register becomes a field of the thread's slot, used in place: nothing is saved
     /// or restored at split points. The SIMT emulation stops a thread at every basic block,
     /// so saving the live registers at each would write code quadratic in the kernel's size
-    /// (warpvisor's inlined fleet kernels: tens of thousands of blocks and registers).
+    /// (warpvisor's fleet kernels with their subroutines: tens of thousands of blocks).
     fn keep_registers_in_slots(&mut self) {
         self.slot_fields = Some(self.sorted_registers());
         for (c, _) in self.registers.values_mut() {
@@ -633,7 +633,7 @@ impl<'a> KernelEmitter<'a> {
         let (begin, thread_loop, release) = match &self.simt {
             Some(_) => (
                 format!(
-                    "wvp_simt_begin(wvp_cta_, wvp_simt_instrs_{k}, wvp_simt_sites_{k}, wvp_simt_ipdom_{k}, {});\n    ",
+                    "wvp_simt_begin(wvp_cta_, wvp_simt_instrs_{k}, wvp_simt_sites_{k}, wvp_simt_ipdom_{k}, wvp_simt_calls_{k}, {});\n    ",
                     self.simt_blocks()
                 ),
                 "for (uint32_t wvp_t = wvp_simt_next(wvp_cta_); wvp_t != WVP_SIMT_NONE; wvp_t = wvp_simt_next(wvp_cta_))",

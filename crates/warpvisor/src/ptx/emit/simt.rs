@@ -1,13 +1,19 @@
 //! The SIMT emulation's view of a kernel (see `simt.h`): the basic blocks the emitter cuts
-//! it into, numbered as the resume points that start them, their successors, and each
-//! block's immediate post-dominator, where lanes that diverge at its end reconverge.
-//! Emitted as three tables (`wvp_simt_instrs_N`, `_sites_N`, `_ipdom_N`) next to the kernel.
+//! it into, numbered as the resume points that start them, their successors, each block's
+//! immediate post-dominator, where lanes that diverge at its end reconverge, and the return
+//! site of each block that ends in a call. Emitted as four tables (`wvp_simt_instrs_N`,
+//! `_sites_N`, `_ipdom_N`, `_calls_N`) next to the kernel.
+//!
+//! Subroutines (`ptx::subroutines`) are separate graphs: a call's block goes on to its
+//! return site and a return goes to the exit, so a branch in a function reconverges inside it
+//! or, when its post-dominator is the exit, where its reconvergence entry does (`simt.h`).
 
 use std::collections::HashMap;
 use std::fmt::Write;
 
 use crate::analysis::post_dominators;
 use crate::ptx::ast::{Instruction, Operand};
+use crate::ptx::subroutines;
 
 /// Where control goes at a block's end.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +34,8 @@ pub(super) struct Block {
     /// Global memory instructions in it (their sites are numbered 0.. per block).
     pub sites: u32,
     pub successors: Vec<Successor>,
+    /// For a block that ends in a call: the block its lanes return to.
+    pub returns_to: Option<u32>,
 }
 
 /// The blocks of one kernel as the emitter produces them.
@@ -39,6 +47,8 @@ pub(super) struct SimtPlan {
     current: usize,
     /// Whether the code emitted so far falls through to what comes next.
     falls: bool,
+    /// Whether the block being emitted ends in a call (the next block is its return site).
+    calls: bool,
     /// The block each label starts.
     labels: HashMap<String, u32>,
 }
@@ -54,6 +64,7 @@ impl SimtPlan {
             blocks: vec![Block::default()],
             current: 0,
             falls: true,
+            calls: false,
             labels: HashMap::new(),
         }
     }
@@ -62,8 +73,17 @@ impl SimtPlan {
     /// `tables` resolves `brx`'s target lists.
     pub fn instruction(&mut self, i: &Instruction, tables: &HashMap<String, Vec<String>>) {
         let block = &mut self.blocks[self.current];
-        block.instrs += 1;
+        if !i.has(subroutines::ABI) {
+            block.instrs += 1;
+        }
         match (i.opcode.as_str(), i.operands.first(), i.operands.get(1)) {
+            // A call: in its function's graph control goes on at the return site.
+            ("bra", _, _) if i.has(subroutines::CALL) => {
+                self.calls = true;
+                self.falls = true;
+                return;
+            }
+            ("brx", _, _) if i.has(subroutines::RET) => block.successors.push(Successor::Exit),
             ("bra", Some(Operand::Symbol(l)), _) => {
                 block.successors.push(Successor::Label(l.clone()))
             }
@@ -89,6 +109,10 @@ impl SimtPlan {
             self.blocks[self.current]
                 .successors
                 .push(Successor::Block(resume));
+        }
+        if self.calls {
+            self.blocks[self.current].returns_to = Some(resume);
+            self.calls = false;
         }
         let r = resume as usize;
         if self.blocks.len() <= r {
@@ -145,7 +169,8 @@ impl SimtPlan {
         let _ = writeln!(
             out,
             "/* SIMT emulation: per block (by resume id) its instructions, global memory \
-             instructions, and where its lanes reconverge ({n} = never). */"
+             instructions, where its lanes reconverge ({n} = never, or where the entry they \
+             run under does), and for a call the block it returns to. */"
         );
         let _ = writeln!(
             out,
@@ -161,6 +186,16 @@ impl SimtPlan {
             out,
             "static const uint32_t wvp_simt_ipdom_{k}[{n}] = {{{}}};",
             join(self.ipdoms())
+        );
+        let _ = writeln!(
+            out,
+            "static const uint32_t wvp_simt_calls_{k}[{n}] = {{{}}};",
+            join(
+                self.blocks
+                    .iter()
+                    .map(|b| b.returns_to.unwrap_or(u32::MAX))
+                    .collect()
+            )
         );
         let _ = writeln!(
             out,
