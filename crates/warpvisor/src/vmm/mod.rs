@@ -171,29 +171,19 @@ impl Program {
         let total = source.partitions.len();
         let built = AtomicUsize::new(0);
         progress(0, total);
-        // Partitions build in parallel: device compilers are slow.
-        let kernels = std::thread::scope(|s| {
-            let handles: Vec<_> = source
-                .partitions
-                .iter()
-                .map(|code| {
-                    let built = &built;
-                    s.spawn(move || {
-                        let k = backend.load(code, options);
-                        progress(built.fetch_add(1, Ordering::Relaxed) + 1, total);
-                        k
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(BackendError::Launch("kernel build thread failed".into()))
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()
-        })?;
+        // Partitions build in parallel, one per core: device compilers are slow, and a
+        // compiler per partition at once (Blur-JPEG has 30) ran this machine out of memory.
+        let kernels =
+            crate::work_queue::map_indexed(total, crate::work_queue::default_workers(), |i| {
+                let k = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    backend.load(&source.partitions[i], options)
+                }))
+                .unwrap_or_else(|_| Err(BackendError::Launch("kernel build thread failed".into())));
+                progress(built.fetch_add(1, Ordering::Relaxed) + 1, total);
+                k
+            })
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Program {
             module,
             kernels,
@@ -205,5 +195,67 @@ impl Program {
                 device_compile: start.elapsed(),
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use super::Program;
+    use crate::backend::{Backend, BackendError, Kernel};
+    use crate::codegen::KernelOptions;
+
+    /// A backend whose compiler takes a while and counts how many builds run at once.
+    #[derive(Default)]
+    struct SlowCompiler {
+        running: AtomicUsize,
+        most: AtomicUsize,
+        builds: AtomicUsize,
+    }
+
+    impl Backend for SlowCompiler {
+        fn name(&self) -> &'static str {
+            "slow"
+        }
+        fn load(&self, _: &str, _: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            self.builds.fetch_add(1, Ordering::SeqCst);
+            Err(BackendError::Launch("not a real compiler".into()))
+        }
+        fn copy_bandwidth(&self, _: usize) -> Result<f64, BackendError> {
+            Ok(0.0)
+        }
+    }
+
+    #[test]
+    fn partitions_build_one_per_core_at_most() {
+        // 40 functions, one partition each: a compiler per partition at once ran a 2-core
+        // machine out of memory on a benchmark of 60 partitions.
+        let mut wat = String::from("(module");
+        for f in 0..40 {
+            wat.push_str(&format!(
+                " (func (export \"f{f}\") (result i32) (i32.add (i32.const {f}) (i32.const 1)))"
+            ));
+        }
+        wat.push(')');
+        let options = KernelOptions {
+            partition_ops: 1,
+            ..KernelOptions::default()
+        };
+        let backend = SlowCompiler::default();
+        let r = Program::compile(wat.as_bytes(), &options, &backend);
+        assert!(r.is_err(), "the fake compiler fails every build");
+        let builds = backend.builds.load(Ordering::SeqCst);
+        assert!(builds >= 10, "{builds} partitions");
+        let most = backend.most.load(Ordering::SeqCst);
+        assert!(
+            most >= 1 && most <= crate::work_queue::default_workers(),
+            "{most} at once"
+        );
     }
 }
