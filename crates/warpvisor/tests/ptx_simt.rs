@@ -269,12 +269,12 @@ fn a_call_tree_doubling_at_every_level_is_translated_once_per_function() {
         .code;
     // One entry per function, one return site per call.
     for l in 0..=levels {
-        let entry = format!("L_subentry{l}:");
+        let entry = format!("/* subentry{l}: */");
         assert_eq!(c.matches(&entry).count(), 1, "{entry}");
     }
     let calls = 2 * levels + 1;
     for n in 0..=calls {
-        let site = format!("L_subret{n}:");
+        let site = format!("/* subret{n}: */");
         assert_eq!(c.matches(&site).count(), usize::from(n < calls), "{site}");
     }
     assert!(c.len() < 1 << 20, "{} bytes of C", c.len());
@@ -579,4 +579,72 @@ fn ptx_run_simt_reports_and_writes_the_counts() {
     assert_eq!(v["counts"]["memory_instructions"], 2);
     assert_eq!(v["counts"]["sectors"], 8);
     assert_eq!(v["sectors_per_memory_instruction"], 4.0);
+}
+
+/// A kernel of `blocks` blocks, each splitting the warp on one bit of the thread's id, run
+/// twice around a loop whose back edge crosses the whole kernel.
+fn long_kernel(blocks: usize) -> String {
+    let mut ptx = String::from(
+        ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry long(.param .u64 out)\n{\n\
+         .reg .pred %p<3>;\n.reg .b32 %r<6>;\n.reg .b64 %rd<4>;\n\
+         ld.param.u64 %rd1, [out];\nmov.u32 %r1, %tid.x;\nmov.u32 %r2, 0;\nmov.u32 %r4, 0;\nTOP:\n",
+    );
+    for b in 0..blocks {
+        ptx.push_str(&format!(
+            "add.u32 %r2, %r2, {b};\nand.b32 %r3, %r1, {};\nsetp.eq.u32 %p1, %r3, 0;\n@%p1 bra SKIP{b};\n\
+             xor.b32 %r2, %r2, %r1;\nSKIP{b}:\n",
+            1 << (b % 5)
+        ));
+    }
+    ptx.push_str(
+        "add.u32 %r4, %r4, 1;\nsetp.lt.u32 %p2, %r4, 2;\n@%p2 bra TOP;\n\
+         mul.wide.u32 %rd2, %r1, 4;\nadd.s64 %rd3, %rd1, %rd2;\nst.global.u32 [%rd3], %r2;\nret;\n}\n",
+    );
+    ptx
+}
+
+#[test]
+fn a_kernel_larger_than_one_chunk_runs_as_it_does_fused() {
+    let blocks = 1500;
+    let m = PtxModule::parse(&long_kernel(blocks)).unwrap_or_else(|e| panic!("{e}"));
+    let c = warpvisor::ptx::emit::emit_simt(&m)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .code;
+    assert!(
+        c.contains("wvp_blocks_0_2("),
+        "the blocks span at least three chunks"
+    );
+    let run = |p: &PtxProgram| {
+        let out = runtime().buffer(32 * 4).expect("buffer");
+        p.launch("long", Dim3::x(1), Dim3::x(32), 0, &[Arg::Buffer(&out)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        ptx_support::words(&out)
+    };
+    let simt = runtime()
+        .load_simt(&m, None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let fused = runtime().load(&m).unwrap_or_else(|e| panic!("{e}"));
+    let expected: Vec<u32> = (0..32u32)
+        .map(|t| {
+            let mut v = 0u32;
+            for _ in 0..2 {
+                for b in 0..blocks as u32 {
+                    v = v.wrapping_add(b);
+                    if t & (1 << (b % 5)) != 0 {
+                        v ^= t;
+                    }
+                }
+            }
+            v
+        })
+        .collect();
+    assert_eq!(run(&fused), expected);
+    assert_eq!(run(&simt), expected);
+    let counts = simt.simt_counts("long").expect("a SIMT module counts");
+    // Every block splits the warp in halves, twice around the loop.
+    assert_eq!(counts.divergences, 2 * blocks as u64);
+    assert_eq!(
+        counts.lane_instructions,
+        (4 + 2 * (blocks as u64 * 4 + 3) + 4) * 32 + 2 * blocks as u64 * 16
+    );
 }

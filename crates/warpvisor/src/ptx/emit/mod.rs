@@ -14,6 +14,7 @@ mod liveness;
 mod ops;
 mod rounds;
 mod simt;
+mod simt_kernel;
 mod uniform;
 
 use calls::Callee;
@@ -456,13 +457,15 @@ impl<'a> KernelEmitter<'a> {
         self.split_at.clear();
         for (k, s) in statements.iter().enumerate() {
             match s {
+                // SIMT emulation: every block starts with a stop; jumps go by resume id
+                // (`simt_kernel.rs`), not to C labels.
+                Statement::Label(l) if self.simt.is_some() => {
+                    let _ = writeln!(body, "/* {l}: */");
+                    self.live_across = self.live_c_names(live, k, &[]);
+                    self.block_stop(Some(l), &mut body);
+                }
                 Statement::Label(l) => {
                     let _ = writeln!(body, "{}L_{}:;", self.prefix, c_name(l));
-                    if self.simt.is_some() {
-                        // SIMT emulation: every block starts with a stop.
-                        self.live_across = self.live_c_names(live, k, &[]);
-                        self.block_stop(Some(l), &mut body);
-                    }
                 }
                 Statement::BranchTargets(..) => {}
                 Statement::Instr(i) => {
@@ -519,9 +522,14 @@ impl<'a> KernelEmitter<'a> {
         let r = self.splits + 1;
         out.push_str("        ");
         self.split_point(&format!("wvp_th[wvp_t].resume = {r};"), out);
+        let resume_label = out.len() - format!("wvp_resume_{r}:;").len();
         out.push_str(" /* block */\n");
-        if let (Some(plan), Some(l)) = (&self.simt, label) {
-            plan.borrow_mut().label(l, r);
+        if let Some(plan) = &self.simt {
+            let mut plan = plan.borrow_mut();
+            plan.block_starts.push((r, resume_label));
+            if let Some(l) = label {
+                plan.label(l, r);
+            }
         }
     }
 
@@ -615,8 +623,11 @@ impl<'a> KernelEmitter<'a> {
             }
             let _ = writeln!(code, "}} wvp_uregs_{k};");
         }
+        // SIMT emulation: the blocks go to chunk functions the thread loop calls.
+        let mut chunks = None;
         if let Some(plan) = &self.simt {
             plan.borrow().tables(k, code);
+            chunks = Some(self.write_simt_chunks(&body, code));
         }
         let _ = writeln!(
             code,
@@ -666,19 +677,31 @@ impl<'a> KernelEmitter<'a> {
              {begin}for (;;) {{\n    \
              const uint32_t wvp_runnable = wvp_cta_->runnable;\n{copies}    \
              {thread_loop} {{\n        \
-             if (wvp_th[wvp_t].wait > wvp_runnable) continue;\n{}        \
-             switch (wvp_th[wvp_t].resume) {{\n        case 0: break;",
-            self.thread_prologue()
+             if (wvp_th[wvp_t].wait > wvp_runnable) continue;"
         );
-        for r in 1..=self.saved.len() as u32 {
-            let _ = writeln!(
-                code,
-                "        case {r}: {}goto wvp_resume_{r};",
-                self.restore(r)
-            );
-        }
-        let _ = writeln!(code, "        default: return WVP_CTA_TRAP;\n        }}");
-        code.push_str(&body);
+        let epilogue = match chunks {
+            Some(call) => {
+                code.push_str(&call);
+                String::new()
+            }
+            None => {
+                code.push_str(&self.thread_prologue());
+                let _ = writeln!(
+                    code,
+                    "        switch (wvp_th[wvp_t].resume) {{\n        case 0: break;"
+                );
+                for r in 1..=self.saved.len() as u32 {
+                    let _ = writeln!(
+                        code,
+                        "        case {r}: {}goto wvp_resume_{r};",
+                        self.restore(r)
+                    );
+                }
+                let _ = writeln!(code, "        default: return WVP_CTA_TRAP;\n        }}");
+                code.push_str(&body);
+                thread_epilogue("")
+            }
+        };
         let _ = writeln!(
             code,
             "    {}    }}\n    \
@@ -686,7 +709,7 @@ impl<'a> KernelEmitter<'a> {
              wvp_cta_->at_barrier += wvp_arrived; wvp_cta_->exited += wvp_gone; wvp_arrived = wvp_gone = 0; {end_round}\n    \
              int wvp_r = {release}(wvp_cta_);\n    \
              if (wvp_r <= 0) return wvp_r;\n    }}\n}}",
-            thread_epilogue("")
+            epilogue
         );
         Ok(KernelInfo {
             name: f.name.clone(),

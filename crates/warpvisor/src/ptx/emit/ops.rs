@@ -392,7 +392,11 @@ impl KernelEmitter<'_> {
                 let Operand::Symbol(l) = arg(0)? else {
                     return unsupported(i, "branches to something that is not a label");
                 };
-                let _ = write!(out, "goto {}L_{};", self.prefix, c_name(l));
+                if self.simt.is_some() {
+                    let _ = write!(out, "{{ {} }}", self.simt_jump(l));
+                } else {
+                    let _ = write!(out, "goto {}L_{};", self.prefix, c_name(l));
+                }
                 Ok(())
             }
             "brx" => self.brx(i, out),
@@ -477,7 +481,11 @@ impl KernelEmitter<'_> {
         };
         let _ = write!(out, "switch ({idx}) {{");
         for (n, l) in targets.iter().enumerate() {
-            let _ = write!(out, " case {n}: goto {}L_{};", self.prefix, c_name(l));
+            if self.simt.is_some() {
+                let _ = write!(out, " case {n}: {}", self.simt_jump(l));
+            } else {
+                let _ = write!(out, " case {n}: goto {}L_{};", self.prefix, c_name(l));
+            }
         }
         out.push_str(" default: return WVP_CTA_TRAP; }");
         Ok(())

@@ -51,6 +51,9 @@ pub(super) struct SimtPlan {
     calls: bool,
     /// The block each label starts.
     labels: HashMap<String, u32>,
+    /// Where each block after the first starts in the translated body: its resume id and the
+    /// byte offset of its resume label (`simt_kernel.rs` cuts the body there).
+    pub block_starts: Vec<(u32, usize)>,
 }
 
 /// Instructions that end a basic block by transferring control.
@@ -66,6 +69,7 @@ impl SimtPlan {
             falls: true,
             calls: false,
             labels: HashMap::new(),
+            block_starts: Vec::new(),
         }
     }
 
@@ -101,6 +105,11 @@ impl SimtPlan {
     /// A label starts the block of resume point `resume`.
     pub fn label(&mut self, name: &str, resume: u32) {
         self.labels.insert(name.to_string(), resume);
+    }
+
+    /// Every label with the block it starts.
+    pub fn label_ids(&self) -> Vec<(&str, u32)> {
+        self.labels.iter().map(|(l, &r)| (l.as_str(), r)).collect()
     }
 
     /// A new block starts at resume point `resume`.
