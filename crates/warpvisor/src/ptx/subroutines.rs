@@ -586,3 +586,58 @@ impl Renaming {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str = ".version 7.0\n.target sm_70\n.address_size 64\n";
+
+    fn link(body: &str) -> Result<Vec<Statement>, PtxError> {
+        let m = PtxModule::parse(&format!("{HEADER}{body}")).map_err(|e| PtxError::Parse {
+            line: 0,
+            message: e.to_string(),
+        })?;
+        let linked = link_subroutines(&m)?;
+        Ok(linked.functions[0].body.clone().unwrap_or_default())
+    }
+
+    fn text(body: &[Statement]) -> Vec<String> {
+        body.iter()
+            .map(|s| match s {
+                Statement::Label(l) => format!("{l}:"),
+                Statement::Instr(i) => i.source(),
+                Statement::BranchTargets(l, t) => format!("{l}: {}", t.join(",")),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_linkers_marks_are_refused_in_input() {
+        let e = link(".visible .entry k()\n{\nL:\nbra.wvp_call L;\n}\n").unwrap_err();
+        assert!(e.to_string().contains("reserved"), "{e}");
+    }
+
+    #[test]
+    fn a_guarded_call_skips_to_its_return_site_and_the_body_cannot_fall_into_a_callee() {
+        let body = link(
+            ".func f()\n{\nret;\n}\n.visible .entry k()\n{\n.reg .pred %p<2>;\n\
+             setp.eq.u32 %p1, 1, 1;\n@%p1 call.uni f;\n}\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            text(&body),
+            [
+                "setp.eq.u32 %p1, 1, 1",
+                "@!%p1 bra subret0",
+                "mov.u32.wvp_abi %subabi0_return, 0",
+                "bra.wvp_call subentry0",
+                "subret0:",
+                "ret.wvp_abi",
+                "subentry0:",
+                "brx.idx.wvp_ret %subabi0_return, subreturns0",
+                "subreturns0: subret0",
+            ]
+        );
+    }
+}
