@@ -72,7 +72,7 @@ impl KernelEmitter<'_> {
             code.push_str(&body[at..end]);
             if c + 1 < cuts.len() {
                 // The slice ends with a block's stop: nothing falls through to the exit.
-                code.push_str("\n");
+                code.push('\n');
             }
             let _ = writeln!(
                 code,
