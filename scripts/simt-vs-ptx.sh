@@ -33,7 +33,7 @@ for name in ${names//,/ }; do
 import json, sys
 name, pred, log, secs, out = sys.argv[1:]
 p = json.load(open(pred))["widths"][-1]["efficiency"]
-warp = lane = launches = 0
+warp = lane = off = launches = 0
 for line in open(log):
     l = json.loads(line)
     if l["kernel"] != "wv_kernel":
@@ -41,8 +41,12 @@ for line in open(log):
     launches += 1
     warp += l["counts"]["warp_instructions"]
     lane += l["counts"]["lane_instructions"]
+    off += l["counts"].get("guarded_off", 0)
 m = lane / (32 * warp) if warp else float("nan")
-row = {"benchmark": name, "predicted": p, "measured": m, "launches": launches, "seconds": int(secs)}
+# Lanes whose guard is false issue an instruction without executing it (if-converted code).
+e = (lane - off) / (32 * warp) if warp else float("nan")
+row = {"benchmark": name, "predicted": p, "measured": m, "measured_executing": e,
+       "launches": launches, "seconds": int(secs)}
 print(json.dumps(row))
 open(out, "a").write(json.dumps(row) + "\n")
 PY

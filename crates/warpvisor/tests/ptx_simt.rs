@@ -140,6 +140,23 @@ SMALL:
     ret;
 }
 
+// Even lanes add one under a guard: every lane issues the add, half execute it.
+.visible .entry guarded(.param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    and.b32 %r2, %r1, 1;
+    setp.eq.u32 %p1, %r2, 0;
+    @%p1 add.u32 %r1, %r1, 1;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+
 // Thread t stores to word t * stride.
 .visible .entry strided(.param .u64 out, .param .u32 stride)
 {
@@ -647,4 +664,20 @@ fn a_kernel_larger_than_one_chunk_runs_as_it_does_fused() {
         counts.lane_instructions,
         (4 + 2 * (blocks as u64 * 4 + 3) + 4) * 32 + 2 * blocks as u64 * 16
     );
+}
+
+#[test]
+fn a_guarded_instruction_is_issued_by_every_lane_and_executed_by_some() {
+    let (out, c) = run("guarded", 32, 34, &[]);
+    // Thread t stores t + 1 (even) or t (odd) at that word: words 1, 3, ..., 31.
+    for w in (1..32).step_by(2) {
+        assert_eq!(out[w] as usize, w, "word {w}");
+    }
+    assert_eq!(out[0], 0);
+    assert_eq!(c.warp_instructions, 9);
+    assert_eq!(c.lane_instructions, 9 * 32);
+    assert_eq!(c.guarded_off, 16);
+    assert_eq!(c.divergences, 0);
+    assert!((c.efficiency() - 1.0).abs() < 1e-12);
+    assert!((c.executing_efficiency() - (9.0 * 32.0 - 16.0) / (9.0 * 32.0)).abs() < 1e-12);
 }

@@ -43,6 +43,7 @@ struct wvp_simt {
     uint64_t sectors;       /* 32-byte sectors those touched */
     uint64_t divergences;   /* steps that split a warp */
     uint64_t steps;         /* blocks run by a warp */
+    uint64_t guarded_off;   /* lane instructions (not jumps) whose guard was false */
     wvp_simt_warp *warps;   /* nthreads / 32, rounded up */
     uint64_t *site_sectors; /* max_sites x WVP_SIMT_SECTORS: this step's sectors per site */
     uint32_t *site_count;   /* max_sites */
@@ -53,7 +54,7 @@ struct wvp_simt {
     uint32_t unused;
 };
 _Static_assert(sizeof(wvp_simt_warp) == 16 + 16 * WVP_SIMT_DEPTH, "wvp_simt_warp layout");
-_Static_assert(sizeof(struct wvp_simt) == 136, "wvp_simt layout (Rust: SimtRecord)");
+_Static_assert(sizeof(struct wvp_simt) == 144, "wvp_simt layout (Rust: SimtRecord)");
 
 static inline wvp_simt_entry *wvp_simt_top(wvp_simt_warp *w) {
     return w->depth ? &w->stack[w->depth - 1] : 0;

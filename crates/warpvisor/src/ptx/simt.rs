@@ -22,6 +22,9 @@ pub struct SimtCounts {
     pub divergences: u64,
     /// Basic blocks run by a warp.
     pub warp_blocks: u64,
+    /// Of `lane_instructions`, those (not jumps) whose guard predicate was false in their
+    /// lane: issued with the warp, not executed.
+    pub guarded_off: u64,
 }
 
 impl SimtCounts {
@@ -33,6 +36,17 @@ impl SimtCounts {
             1.0
         } else {
             self.lane_instructions as f64 / (self.warp_instructions as f64 * 32.0)
+        }
+    }
+
+    /// SIMT efficiency counting only lanes that execute an instruction (a guarded one's
+    /// lanes whose guard is false left out): nvprof's non-predicated warp execution efficiency.
+    pub fn executing_efficiency(&self) -> f64 {
+        if self.warp_instructions == 0 {
+            1.0
+        } else {
+            (self.lane_instructions - self.guarded_off) as f64
+                / (self.warp_instructions as f64 * 32.0)
         }
     }
 
@@ -54,6 +68,7 @@ impl SimtCounts {
         self.sectors += other.sectors;
         self.divergences += other.divergences;
         self.warp_blocks += other.warp_blocks;
+        self.guarded_off += other.guarded_off;
     }
 
     /// `self - earlier` (counts of the launches since `earlier` was read).
@@ -65,6 +80,7 @@ impl SimtCounts {
             sectors: self.sectors - earlier.sectors,
             divergences: self.divergences - earlier.divergences,
             warp_blocks: self.warp_blocks - earlier.warp_blocks,
+            guarded_off: self.guarded_off - earlier.guarded_off,
         }
     }
 }
@@ -85,6 +101,7 @@ pub(super) struct SimtRecord {
     sectors: u64,
     divergences: u64,
     steps: u64,
+    guarded_off: u64,
     warps: *mut u8,
     site_sectors: *mut u64,
     site_count: *mut u32,
@@ -102,7 +119,7 @@ pub(super) struct SimtRecord {
     unused: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<SimtRecord>() == 136);
+const _: () = assert!(std::mem::size_of::<SimtRecord>() == 144);
 
 /// One worker's SIMT emulation state for a launch: the record the kernel sees and the
 /// buffers it points into (owned here, so the pointers stay valid while `self` lives).
@@ -129,6 +146,7 @@ impl SimtState {
             sectors: 0,
             divergences: 0,
             steps: 0,
+            guarded_off: 0,
             warps: warp_words.as_mut_ptr() as *mut u8,
             site_sectors: site_sectors.as_mut_ptr(),
             site_count: site_count.as_mut_ptr(),
@@ -168,6 +186,7 @@ impl SimtState {
             sectors: r.sectors,
             divergences: r.divergences,
             warp_blocks: r.steps,
+            guarded_off: r.guarded_off,
         }
     }
 }

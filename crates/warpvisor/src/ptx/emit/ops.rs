@@ -307,9 +307,16 @@ impl KernelEmitter<'_> {
             Some(g) => {
                 let (p, _) = self.reg(i, &g.reg)?;
                 let cond = if g.negated { format!("!{p}") } else { p };
+                // SIMT emulation: lanes whose guard is false issue the instruction without
+                // executing it (nvprof's "non-predicated" efficiency leaves them out).
+                let off = if self.simt.is_some() && !super::simt::transfers_control(i) {
+                    " else wvp_cta_->simt->guarded_off++;"
+                } else {
+                    ""
+                };
                 let _ = writeln!(
                     out,
-                    "        if ({cond}) {{ {} }} {comment}",
+                    "        if ({cond}) {{ {} }}{off} {comment}",
                     text.trim_end()
                 );
             }
