@@ -4,7 +4,8 @@
 # warpvisor's CUDA driver with WARPVISOR_CUDA_SIMT, which runs the fleet kernel's PTX warp by
 # warp (measured: lane instructions / (warp instructions x 32) over every launch of the fleet
 # kernel, the reset kernel excluded). One line per benchmark; the correlation and mean
-# absolute error at the end. NVRTC must be importable (pip's nvidia-cuda-nvrtc-cu12); kernel
+# absolute error at the end, and a failure (exit 1) when those miss the bar (>= 0.9,
+# <= 10 points). NVRTC must be importable (pip's nvidia-cuda-nvrtc-cu12); kernel
 # builds take minutes per benchmark here.
 #
 #   scripts/simt-vs-ptx.sh [JOBS] [BENCHMARKS]      (defaults: 64, all ten)
@@ -63,4 +64,8 @@ if n >= 2:
     r = cov / (sx * sy) if sx and sy else float("nan")
     mae = 100 * sum(abs(x - y) for x, y in zip(xs, ys)) / n
     print(f"{n} benchmarks: correlation {r:.3f}, mean absolute error {mae:.1f} points")
+    # The bar: correlation >= 0.9 and mean absolute error <= 10 points.
+    if not (r >= 0.9 and mae <= 10):
+        print("FAILED: the prediction misses the PTX emulation's measurement (>= 0.9, <= 10)")
+        sys.exit(1)
 PY
