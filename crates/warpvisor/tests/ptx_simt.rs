@@ -681,3 +681,124 @@ fn a_guarded_instruction_is_issued_by_every_lane_and_executed_by_some() {
     assert!((c.efficiency() - 1.0).abs() < 1e-12);
     assert!((c.executing_efficiency() - (9.0 * 32.0 - 16.0) / (9.0 * 32.0)).abs() < 1e-12);
 }
+
+/// Calls nested with arguments, guarded calls in a divergent loop, one function called from
+/// the kernel and from another function, and a function that runs off its end.
+const NESTED: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+.func (.param .b32 inc_ret) inc(.param .b32 inc_x)
+{
+    .reg .b32 %r<3>;
+    ld.param.b32 %r1, [inc_x];
+    add.u32 %r2, %r1, 1;
+    st.param.b32 [inc_ret], %r2;
+}
+.func (.param .b32 ti_ret) twice_inc(.param .b32 ti_x)
+{
+    .reg .b32 %r<4>;
+    ld.param.b32 %r1, [ti_x];
+    {
+    .param .b32 param0;
+    .param .b32 retval0;
+    st.param.b32 [param0], %r1;
+    call.uni (retval0), inc, (param0);
+    ld.param.b32 %r2, [retval0];
+    }
+    {
+    .param .b32 param0;
+    .param .b32 retval0;
+    st.param.b32 [param0], %r2;
+    call.uni (retval0), inc, (param0);
+    ld.param.b32 %r3, [retval0];
+    }
+    st.param.b32 [ti_ret], %r3;
+    ret;
+}
+.visible .entry nested(.param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, %tid.x;
+    and.b32 %r5, %r1, 3;
+    mov.u32 %r6, 0;
+    mov.u32 %r2, %r1;
+LOOP:
+    setp.ge.u32 %p1, %r6, %r5;
+    @%p1 bra DONE;
+    and.b32 %r7, %r1, 4;
+    setp.ne.u32 %p2, %r7, 0;
+    {
+    .param .b32 param0;
+    .param .b32 retval0;
+    st.param.b32 [param0], %r2;
+    @%p2 call.uni (retval0), twice_inc, (param0);
+    @!%p2 call.uni (retval0), inc, (param0);
+    ld.param.b32 %r2, [retval0];
+    }
+    add.u32 %r6, %r6, 1;
+    bra LOOP;
+DONE:
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd3, %rd1, %rd2;
+    st.global.u32 [%rd3], %r2;
+    ret;
+}
+"#;
+
+#[test]
+fn nested_and_guarded_calls_in_a_divergent_loop_give_the_fused_results() {
+    let m = PtxModule::parse(NESTED).unwrap_or_else(|e| panic!("{e}"));
+    let run = |p: &PtxProgram| {
+        let out = runtime().buffer(64 * 4).expect("buffer");
+        p.launch("nested", Dim3::x(1), Dim3::x(64), 0, &[Arg::Buffer(&out)])
+            .unwrap_or_else(|e| panic!("{e}"));
+        ptx_support::words(&out)
+    };
+    let expected: Vec<u32> = (0..64u32)
+        .map(|t| t + (t & 3) * if t & 4 != 0 { 2 } else { 1 })
+        .collect();
+    let fused = runtime().load(&m).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(run(&fused), expected, "fused");
+    let simt = runtime()
+        .load_simt(&m, None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(run(&simt), expected, "SIMT");
+    let c = simt.simt_counts("nested").expect("a SIMT module counts");
+    // Lanes leave the loop after 0-3 trips and split between the two calls.
+    assert!(c.divergences > 0 && c.efficiency() < 1.0, "{c:?}");
+}
+
+#[test]
+fn a_call_chain_deeper_than_the_old_stack_runs() {
+    // Each call level holds an entry of the warp's reconvergence stack until it returns.
+    let depth = 300;
+    let mut ptx = String::from(".version 7.0\n.target sm_70\n.address_size 64\n");
+    ptx.push_str(&format!(".func f{depth}()\n{{\n    ret;\n}}\n"));
+    for l in (0..depth).rev() {
+        ptx.push_str(&format!(
+            ".func f{l}()\n{{\n    call.uni f{};\n    ret;\n}}\n",
+            l + 1
+        ));
+    }
+    ptx.push_str(
+        ".visible .entry deep(.param .u64 out)\n{\n.reg .b32 %r<2>;\n.reg .b64 %rd<4>;\n\
+         ld.param.u64 %rd1, [out];\ncall.uni f0;\nmov.u32 %r1, %tid.x;\n\
+         mul.wide.u32 %rd2, %r1, 4;\nadd.s64 %rd3, %rd1, %rd2;\nst.global.u32 [%rd3], %r1;\nret;\n}\n",
+    );
+    let m = PtxModule::parse(&ptx).unwrap_or_else(|e| panic!("{e}"));
+    let simt = runtime()
+        .load_simt(&m, None)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = runtime().buffer(32 * 4).expect("buffer");
+    simt.launch("deep", Dim3::x(1), Dim3::x(32), 0, &[Arg::Buffer(&out)])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(ptx_support::words(&out), (0..32).collect::<Vec<u32>>());
+    let c = simt.simt_counts("deep").expect("a SIMT module counts");
+    // Every level: its call and its return; the kernel's 7; the leaf's return.
+    assert_eq!(c.warp_instructions, 2 * depth as u64 + 7 + 1);
+    assert_eq!(c.efficiency(), 1.0);
+}

@@ -19,7 +19,7 @@
  * time: the counts are those of instruction lockstep for programs without races between a
  * warp's lanes (which CUDA requires since Volta, through __syncwarp).
  */
-#define WVP_SIMT_DEPTH 128
+#define WVP_SIMT_DEPTH 1024
 #define WVP_SIMT_NONE 0xffffffffu
 /* Most sectors one warp memory instruction can touch: 32 lanes, 2 sectors each (<= 32 B). */
 #define WVP_SIMT_SECTORS 64
@@ -138,6 +138,9 @@ static void wvp_simt_finish(wvp_cta *cta) {
         /* A call: the warp goes on at the return site once the callee's entry reconverges
          * there (an entry left with pc == rpc is popped when next looked at). */
         e->pc = s->calls[b];
+        /* Nothing left of this entry after the call (a guarded call's lanes, whose entry
+         * ends at the return site): the callee's entry takes its place. */
+        if (e->pc == e->rpc) { e->pc = targets[0]; e->mask = tmask[0]; return; }
         if (w->depth == WVP_SIMT_DEPTH) { s->error = WVP_CTA_STACK; return; }
         w->stack[w->depth++] = (wvp_simt_entry){targets[0], s->calls[b], tmask[0], 0};
         return;

@@ -86,7 +86,7 @@ impl SimtCounts {
 }
 
 /// `WVP_SIMT_DEPTH` (simt.h): reconvergence stack entries per warp.
-const STACK_DEPTH: usize = 128;
+const STACK_DEPTH: usize = 1024;
 /// `WVP_SIMT_SECTORS` (simt.h).
 const SECTORS_PER_SITE: usize = 64;
 /// `sizeof(wvp_simt_warp)` (simt.h asserts it).

@@ -92,6 +92,21 @@ pub fn link_subroutines(module: &PtxModule) -> Result<PtxModule, PtxError> {
                 &renaming,
                 &mut linked,
             )?;
+            // Running off a function's end returns (as in the fused translation), rather
+            // than falling into the next function.
+            if !ends_in_jump(&linked) {
+                let c = &linker.copies[name];
+                linked.push(instruction(
+                    None,
+                    "brx",
+                    &["idx", RET, ABI],
+                    vec![
+                        Operand::Reg(c.return_register.clone()),
+                        Operand::Symbol(c.table.clone()),
+                    ],
+                    callee.line,
+                ));
+            }
         }
         for &name in &order {
             let c = &linker.copies[name];
@@ -561,6 +576,16 @@ impl Renaming {
     /// One instruction of a copy: names renamed, formal parameters reached through their
     /// pointers.
     fn instruction(&self, i: &Instruction) -> Result<Instruction, PtxError> {
+        if let (Some(_), "bra", Some(Operand::Symbol(l))) =
+            (&self.returns, i.opcode.as_str(), i.operands.first())
+        {
+            if !self.symbols.contains_key(l) {
+                return Err(PtxError::Unsupported {
+                    line: i.line,
+                    what: format!("`{}` branches to undefined label `{l}`", i.text()),
+                });
+            }
+        }
         let guard = i.guard.as_ref().map(|g| Guard {
             reg: self.register(&g.reg),
             negated: g.negated,

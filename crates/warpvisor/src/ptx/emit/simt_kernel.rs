@@ -35,11 +35,13 @@ impl KernelEmitter<'_> {
         // The blocks' labels as constants, in resume order.
         let mut labels = plan.label_ids();
         labels.sort_by_key(|&(l, r)| (r, l.to_string()));
-        let _ = writeln!(code, "enum {{");
-        for (l, r) in &labels {
-            let _ = writeln!(code, "    {} = {r},", block_constant(k, l));
+        if !labels.is_empty() {
+            let _ = writeln!(code, "enum {{");
+            for (l, r) in &labels {
+                let _ = writeln!(code, "    {} = {r},", block_constant(k, l));
+            }
+            let _ = writeln!(code, "}};");
         }
-        let _ = writeln!(code, "    wvp_b{k}_none = 0\n}};");
 
         // Cut where a block starts (its resume label), once a chunk holds CHUNK_BYTES.
         let mut cuts = vec![(0u32, 0usize)];
