@@ -596,6 +596,8 @@ fn ptx_run_simt_reports_and_writes_the_counts() {
     assert_eq!(v["counts"]["memory_instructions"], 2);
     assert_eq!(v["counts"]["sectors"], 8);
     assert_eq!(v["sectors_per_memory_instruction"], 4.0);
+    assert_eq!(v["counts"]["guarded_off"], 0);
+    assert_eq!(v["executing_efficiency"], 1.0);
 }
 
 /// A kernel of `blocks` blocks, each splitting the warp on one bit of the thread's id, run

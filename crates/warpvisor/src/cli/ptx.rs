@@ -299,9 +299,17 @@ fn run_kernel(args: PtxRunArgs) -> anyhow::Result<i32> {
             c.memory_instructions,
             c.sectors_per_memory_instruction()
         );
+        if c.guarded_off > 0 {
+            errln!(
+                "SIMT: {} lane instructions issued with their guard false; executing efficiency {:.1}%",
+                c.guarded_off,
+                c.executing_efficiency() * 100.0
+            );
+        }
         if let Some(path) = &args.simt_json {
             let json = serde_json::json!({
                 "kernel": args.kernel,
+                "executing_efficiency": c.executing_efficiency(),
                 "counts": c,
                 "efficiency": c.efficiency(),
                 "sectors_per_memory_instruction": c.sectors_per_memory_instruction(),
