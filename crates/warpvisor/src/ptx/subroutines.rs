@@ -65,7 +65,7 @@ pub fn link_subroutines(module: &PtxModule) -> Result<PtxModule, PtxError> {
             copies: order
                 .iter()
                 .enumerate()
-                .map(|(n, &f)| (f, Copy::new(&root, n)))
+                .map(|(n, &f)| (f, Subroutine::new(&root, n)))
                 .collect(),
             kernel,
             return_sites: 0,
@@ -96,14 +96,12 @@ pub fn link_subroutines(module: &PtxModule) -> Result<PtxModule, PtxError> {
             // than falling into the next function.
             if !ends_in_jump(&linked) {
                 let c = &linker.copies[name];
-                linked.push(instruction(
+                let marks = [RET, ABI];
+                linked.push(return_jump(
+                    &c.return_register,
+                    &c.table,
                     None,
-                    "brx",
-                    &["idx", RET, ABI],
-                    vec![
-                        Operand::Reg(c.return_register.clone()),
-                        Operand::Symbol(c.table.clone()),
-                    ],
+                    &marks,
                     callee.line,
                 ));
             }
@@ -276,7 +274,7 @@ fn unused_prefix(module: &PtxModule) -> String {
 }
 
 /// One function's copy in a kernel and the names of its calling convention.
-struct Copy {
+struct Subroutine {
     /// Its registers, labels and variables are `{prefix}{name}`.
     prefix: String,
     /// The label of its first instruction.
@@ -291,10 +289,10 @@ struct Copy {
     result: String,
 }
 
-impl Copy {
+impl Subroutine {
     fn new(root: &str, n: usize) -> Self {
         // `{root}{n}_` prefixes the function's own names; the rest cannot collide with them.
-        Copy {
+        Subroutine {
             prefix: format!("{root}{n}_"),
             entry: format!("{root}entry{n}"),
             table: format!("{root}returns{n}"),
@@ -309,7 +307,7 @@ impl Copy {
 /// Rewrites the bodies of one kernel and its subroutines.
 struct Linker<'a> {
     root: &'a str,
-    copies: HashMap<&'a str, Copy>,
+    copies: HashMap<&'a str, Subroutine>,
     /// The kernel: copies add their registers and variables to it.
     kernel: &'a mut Function,
     /// Return sites so far (each gets a label `{root}ret{n}`).
@@ -343,6 +341,24 @@ fn instruction(
         operands,
         line,
     })
+}
+
+/// A subroutine's return: `brx.idx` on its return register over its return sites' table.
+fn return_jump(
+    register: &str,
+    table: &str,
+    guard: Option<Guard>,
+    marks: &[&str],
+    line: usize,
+) -> Statement {
+    let modifiers: Vec<&str> = std::iter::once("idx")
+        .chain(marks.iter().copied())
+        .collect();
+    let operands = vec![
+        Operand::Reg(register.to_string()),
+        Operand::Symbol(table.to_string()),
+    ];
+    instruction(guard, "brx", &modifiers, operands, line)
 }
 
 impl Linker<'_> {
@@ -419,17 +435,13 @@ impl Linker<'_> {
                     let renamed = r.instruction(i)?;
                     self.call(&renamed, out)?;
                 }
-                Statement::Instr(i) if i.opcode == "ret" && r.returns.is_some() => {
-                    let (register, table) = r.returns.clone().unwrap_or_default();
-                    out.push(instruction(
-                        r.instruction(i)?.guard,
-                        "brx",
-                        &["idx", RET],
-                        vec![Operand::Reg(register), Operand::Symbol(table)],
-                        i.line,
-                    ));
-                }
-                Statement::Instr(i) => out.push(Statement::Instr(r.instruction(i)?)),
+                Statement::Instr(i) => match (&r.returns, i.opcode.as_str()) {
+                    (Some((register, table)), "ret") => {
+                        let guard = r.instruction(i)?.guard;
+                        out.push(return_jump(register, table, guard, &[RET], i.line));
+                    }
+                    _ => out.push(Statement::Instr(r.instruction(i)?)),
+                },
             }
         }
         Ok(())

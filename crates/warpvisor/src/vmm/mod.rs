@@ -172,13 +172,18 @@ impl Program {
         let built = AtomicUsize::new(0);
         progress(0, total);
         // Partitions build in parallel, one per core: device compilers are slow, and a
-        // compiler per partition at once (Blur-JPEG has 30) ran this machine out of memory.
+        // compiler per partition at once (60 C compilers on Blur-JPEG's SIMT translation) ran
+        // this machine out of memory.
         let kernels =
             crate::work_queue::map_indexed(total, crate::work_queue::default_workers(), |i| {
                 let k = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     backend.load(&source.partitions[i], options)
                 }))
-                .unwrap_or_else(|_| Err(BackendError::Launch("kernel build thread failed".into())));
+                .unwrap_or_else(|_| {
+                    Err(BackendError::Launch(format!(
+                        "building partition {i} panicked"
+                    )))
+                });
                 progress(built.fetch_add(1, Ordering::Relaxed) + 1, total);
                 k
             })

@@ -624,11 +624,10 @@ impl<'a> KernelEmitter<'a> {
             let _ = writeln!(code, "}} wvp_uregs_{k};");
         }
         // SIMT emulation: the blocks go to chunk functions the thread loop calls.
-        let mut chunks = None;
-        if let Some(plan) = &self.simt {
+        let chunks = self.simt.as_ref().map(|plan| {
             plan.borrow().tables(k, code);
-            chunks = Some(self.write_simt_chunks(&body, code));
-        }
+            self.write_simt_chunks(&body, code)
+        });
         let _ = writeln!(
             code,
             "WVP_EXPORT int wvp_cta_{k}(const wvp_launch *wvp_launch_, wvp_cta *wvp_cta_) {{"
@@ -811,7 +810,7 @@ fn thread_epilogue(prefix: &str) -> String {
 }
 
 /// Sort key that puts `r2` before `r10`: the name without its trailing digits, their value,
-/// then the name itself, so that no two names tie (`inl0_r5`, whose first digits are not its
+/// then the name itself, so that no two names tie (`sub0_r5`, whose first digits are not its
 /// last, sorts by its own and not the map's order: the C is the kernel cache's key).
 fn natural(name: &str) -> (String, u64, String) {
     let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();

@@ -399,11 +399,7 @@ impl KernelEmitter<'_> {
                 let Operand::Symbol(l) = arg(0)? else {
                     return unsupported(i, "branches to something that is not a label");
                 };
-                if self.simt.is_some() {
-                    let _ = write!(out, "{{ {} }}", self.simt_jump(l));
-                } else {
-                    let _ = write!(out, "goto {}L_{};", self.prefix, c_name(l));
-                }
+                let _ = write!(out, "{}", self.jump(l));
                 Ok(())
             }
             "brx" => self.brx(i, out),
@@ -478,6 +474,16 @@ impl KernelEmitter<'_> {
         }
     }
 
+    /// The C of a jump to `label`: a `goto`, or in a SIMT translation the block's resume id
+    /// and a stop (`simt_kernel.rs`).
+    fn jump(&self, label: &str) -> String {
+        if self.simt.is_some() {
+            format!("{{ {} }}", self.simt_jump(label))
+        } else {
+            format!("goto {}L_{};", self.prefix, c_name(label))
+        }
+    }
+
     fn brx(&mut self, i: &Instruction, out: &mut String) -> R<()> {
         let idx = self.read(i, &i.operands[0], Scalar::U(32))?;
         let Some(Operand::Symbol(table)) = i.operands.get(1) else {
@@ -488,11 +494,7 @@ impl KernelEmitter<'_> {
         };
         let _ = write!(out, "switch ({idx}) {{");
         for (n, l) in targets.iter().enumerate() {
-            if self.simt.is_some() {
-                let _ = write!(out, " case {n}: {}", self.simt_jump(l));
-            } else {
-                let _ = write!(out, " case {n}: goto {}L_{};", self.prefix, c_name(l));
-            }
+            let _ = write!(out, " case {n}: {}", self.jump(l));
         }
         out.push_str(" default: return WVP_CTA_TRAP; }");
         Ok(())
