@@ -656,6 +656,15 @@ mod tests {
     }
 
     #[test]
+    fn a_function_branching_to_a_label_it_does_not_define_is_refused() {
+        let e = link(
+            ".func f()\n{\nbra OUTSIDE;\n}\n.visible .entry k()\n{\ncall.uni f;\nOUTSIDE:\nret;\n}\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("undefined label `OUTSIDE`"), "{e}");
+    }
+
+    #[test]
     fn a_guarded_call_skips_to_its_return_site_and_the_body_cannot_fall_into_a_callee() {
         let body = link(
             ".func f()\n{\nret;\n}\n.visible .entry k()\n{\n.reg .pred %p<2>;\n\

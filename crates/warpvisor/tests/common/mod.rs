@@ -38,7 +38,9 @@ pub fn cuda_driver_library() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let deps = exe.parent()?;
     let profile = deps.parent()?;
-    [profile, deps]
+    // The one `cargo test` just built (in deps/) first: a `cargo build` copy in the profile
+    // folder may be older.
+    [deps, profile]
         .iter()
         .map(|d| d.join("libwarpvisor_cuda_driver.so"))
         .find(|p| p.exists())
