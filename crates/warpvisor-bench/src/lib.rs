@@ -7,6 +7,7 @@
 //! Pipeline: [`platform::open`] → [`suite::Suite::run`] per benchmark ([`harness`] serves
 //! and times, [`validation`] checks) → [`micro`] → [`report`] (JSON, Markdown, SVG).
 
+pub mod call_modes;
 pub mod cuda_on_cpu;
 pub mod guests;
 pub mod harness;

@@ -46,6 +46,9 @@ pub struct Settings {
     pub micro_vms: u32,
     /// Read `bench-NAME.wasm` from here instead of the modules built into the runner.
     pub guests: Option<PathBuf>,
+    /// Also run one batch of each benchmark on `cpu` in both call modes
+    /// ([`crate::call_modes`]).
+    pub compare_calls: bool,
 }
 
 impl Settings {
@@ -69,6 +72,7 @@ impl Settings {
             micro_only: false,
             micro_vms: 64,
             guests: None,
+            compare_calls: false,
         }
     }
 

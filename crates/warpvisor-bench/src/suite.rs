@@ -16,7 +16,7 @@ use crate::harness::{self, FleetTime, Served};
 use crate::platform::{KernelPlatform, PerPlatform, Platform};
 use crate::report::{BenchmarkResult, Latency, Phases, PlatformRun, RunStatus};
 use crate::settings::Settings;
-use crate::{guests, validation};
+use crate::{call_modes, guests, validation};
 
 /// The platforms of one run of the suite, opened once and reused by every benchmark.
 pub struct Suite<'s> {
@@ -71,6 +71,8 @@ impl<'s> Suite<'s> {
             ratio_to_wasmtime: PerPlatform::default(),
             batch_latency_ms: PerPlatform::default(),
             runs: Vec::new(),
+            call_modes: None,
+            call_modes_error: None,
         };
         // The native build is the reference, so it always runs.
         let native = self.native(w, &requests);
@@ -110,6 +112,34 @@ impl<'s> Suite<'s> {
                 result.validated = false;
             }
             result.runs.push(run);
+        }
+        if let Some(cpu) = self.kernels.iter().find(|k| k.platform == Platform::Cpu) {
+            if self.settings.compare_calls {
+                progress(&format!(
+                    "  {}: one batch on cpu in both call modes",
+                    w.name
+                ));
+                let jobs: Vec<WasiJob> = requests.iter().map(|r| job(r)).collect();
+                let measured = module(&wasm).and_then(|m| {
+                    call_modes::measure(
+                        cpu.backend.as_ref(),
+                        &cpu.kernel,
+                        w,
+                        m,
+                        self.settings.vms,
+                        &jobs,
+                        &reference,
+                    )
+                });
+                match measured {
+                    Ok(c) => result.call_modes = Some(c),
+                    Err(e) => {
+                        progress(&format!("  {}: call modes FAILED: {e}", w.name));
+                        result.validated = false;
+                        result.call_modes_error = Some(e);
+                    }
+                }
+            }
         }
         for p in Platform::ALL {
             if let Some(&t) = result.throughput.get(p) {

@@ -51,7 +51,11 @@ fn small_benchmarks_validate_on_every_platform_ci_has() {
         Platform::OpenCl,
     ];
     // LZ4 everywhere (OpenCL builds are slow on PoCL: one small module), Scrypt off OpenCL.
-    let mut report = run(&tiny(&["lz4"], &all));
+    // With the call modes compared on cpu.
+    let mut report = run(&Settings {
+        compare_calls: true,
+        ..tiny(&["lz4"], &all)
+    });
     // Scrypt with continuations forced on cpu: its slow calls are checked below.
     let scrypt = run(&Settings {
         cpu_calls: CallMode::Continuations,
@@ -90,6 +94,18 @@ fn small_benchmarks_validate_on_every_platform_ci_has() {
             assert!(phases.slow_calls >= phases.hypercalls, "{phases:?}");
         }
     }
+    // LZ4's batch in both call modes: more slow calls with continuations (functions that can
+    // panic write to stderr), both replies checked, both timed.
+    let lz4 = &report.benchmarks[0];
+    let modes = lz4.call_modes.expect("--compare-calls measured lz4");
+    assert!(lz4.call_modes_error.is_none());
+    assert_eq!(modes.requests, 4);
+    assert!(
+        modes.continuations.slow_calls_per_request > modes.direct.slow_calls_per_request,
+        "{modes:?}"
+    );
+    assert!(modes.direct.execute_seconds > 0.0 && modes.continuations.execute_seconds > 0.0);
+    assert!(scrypt.benchmarks[0].call_modes.is_none(), "not asked for");
     // With continuations, Scrypt's Rust code makes slow calls beyond its hypercalls (functions
     // that can panic).
     let cpu = scrypt.benchmarks[0]
@@ -156,6 +172,7 @@ fn small_benchmarks_validate_on_every_platform_ci_has() {
     assert!(md.contains("| LZ4 | yes |"), "{md}");
     assert!(md.contains("### Where warpvisor's time goes"));
     assert!(md.contains("| Scheduling | Jobs | Other |"), "{md}");
+    assert!(md.contains("### Continuations measured"), "{md}");
     let dir = scratch("chart");
     let svg = dir.join("chart.svg");
     chart::write_svg(&report, &svg).unwrap();

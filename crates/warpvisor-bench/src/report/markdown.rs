@@ -3,6 +3,7 @@
 use std::fmt::Write;
 
 use super::{BenchmarkResult, PlatformRun, Report, RunStatus};
+use crate::call_modes::CallModes;
 use crate::micro::MicroResults;
 use crate::platform::{PerPlatform, Platform};
 
@@ -52,6 +53,7 @@ pub fn render(r: &Report) -> String {
     ratio_table(&mut out, &r.benchmarks);
     latency_table(&mut out, &r.benchmarks);
     phase_table(&mut out, &r.benchmarks);
+    call_mode_table(&mut out, &r.benchmarks);
     failures(&mut out, &r.benchmarks);
     if let Some(m) = &r.microbenchmarks {
         micro_tables(&mut out, m);
@@ -189,16 +191,63 @@ fn phase_table(out: &mut String, benches: &[BenchmarkResult]) {
     out.push('\n');
 }
 
+fn call_mode_table(out: &mut String, benches: &[BenchmarkResult]) {
+    let rows: Vec<(&BenchmarkResult, &CallModes)> = benches
+        .iter()
+        .filter_map(|b| b.call_modes.as_ref().map(|c| (b, c)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str(
+        "### Continuations measured (`warpvisor-cpu`, one batch in each call mode)
+
+",
+    );
+    out.push_str("The same batch with direct calls and with continuations (the GPU backends' kernels), both with explicit memory checks and one kernel, fastest execution of three runs each; replies checked against `native-x86` in both. *Share* is the part of the continuation run's execution that direct calls save.
+
+");
+    out.push_str("| Benchmark | Slow calls / req, direct | Slow calls / req, continuations | Saved values / req, continuations | Execute ms, direct | Execute ms, continuations | Share |
+");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
+    for (b, c) in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1}% |",
+            b.title,
+            c.direct.slow_calls_per_request,
+            c.continuations.slow_calls_per_request,
+            c.continuations.saved_values_per_request,
+            c.direct.execute_seconds * 1e3,
+            c.continuations.execute_seconds * 1e3,
+            100.0 * c.slow_call_share,
+        );
+    }
+    out.push('\n');
+}
+
 fn failures(out: &mut String, benches: &[BenchmarkResult]) {
     let bad: Vec<(&BenchmarkResult, &PlatformRun)> = benches
         .iter()
         .flat_map(|b| b.runs.iter().map(move |r| (b, r)))
         .filter(|(_, r)| r.status != RunStatus::Validated)
         .collect();
-    if bad.is_empty() {
+    let call_modes: Vec<(&BenchmarkResult, &String)> = benches
+        .iter()
+        .filter_map(|b| b.call_modes_error.as_ref().map(|e| (b, e)))
+        .collect();
+    if bad.is_empty() && call_modes.is_empty() {
         return;
     }
     out.push_str("### Not validated\n\n");
+    for (b, e) in call_modes {
+        let _ = writeln!(
+            out,
+            "- {} on `warpvisor-cpu` in both call modes: {}",
+            b.title,
+            e.replace('\n', " ")
+        );
+    }
     for (b, r) in bad {
         let _ = writeln!(
             out,
@@ -335,6 +384,8 @@ mod tests {
             ratio_to_native: PerPlatform::default(),
             ratio_to_wasmtime: PerPlatform::default(),
             batch_latency_ms: PerPlatform::default(),
+            call_modes: None,
+            call_modes_error: None,
             runs: vec![PlatformRun {
                 platform: "warpvisor-cpu",
                 status: RunStatus::Validated,
@@ -349,6 +400,46 @@ mod tests {
                 phases: Some(phases),
             }],
         }
+    }
+
+    /// A benchmark measured in both call modes gets a row with both modes' counts and times
+    /// and the share direct calls save; a failed comparison is listed as not validated.
+    #[test]
+    fn call_mode_table_shows_both_modes_and_the_measured_share() {
+        use crate::call_modes::ModeRun;
+        let mut b = run_with(Phases::default());
+        b.call_modes = Some(CallModes {
+            requests: 8,
+            direct: ModeRun {
+                slow_calls_per_request: 6.0,
+                saved_values_per_request: 0.0,
+                execute_seconds: 0.003,
+            },
+            continuations: ModeRun {
+                slow_calls_per_request: 1200.0,
+                saved_values_per_request: 9000.0,
+                execute_seconds: 0.004,
+            },
+            slow_call_share: 0.25,
+        });
+        let mut out = String::new();
+        call_mode_table(&mut out, std::slice::from_ref(&b));
+        assert!(
+            out.contains("| LZ4 | 6 | 1200 | 9000 | 3.00 | 4.00 | 25.0% |"),
+            "{out}"
+        );
+        let json = serde_json::to_value(&b).unwrap();
+        assert_eq!(json["call_modes"]["slow_call_share"], 0.25, "{json}");
+        b.call_modes = None;
+        b.call_modes_error = Some("with continuations calls: reply 3 differs".into());
+        let mut out = String::new();
+        call_mode_table(&mut out, std::slice::from_ref(&b));
+        assert!(out.is_empty(), "{out}");
+        failures(&mut out, std::slice::from_ref(&b));
+        assert!(
+            out.contains("- LZ4 on `warpvisor-cpu` in both call modes: with continuations"),
+            "{out}"
+        );
     }
 
     /// Every phase gets its share of the timed passes, allocation its milliseconds, and the

@@ -6,6 +6,7 @@ pub mod markdown;
 
 use serde::Serialize;
 
+use crate::call_modes::CallModes;
 use crate::micro::MicroResults;
 use crate::platform::{Availability, PerPlatform};
 
@@ -105,6 +106,11 @@ pub struct BenchmarkResult {
     pub batch_latency_ms: PerPlatform<f64>,
     /// Each platform's run in detail.
     pub runs: Vec<PlatformRun>,
+    /// One batch on `warpvisor-cpu` with direct calls and with continuations
+    /// (`--compare-calls`).
+    pub call_modes: Option<CallModes>,
+    /// Why that comparison failed (the benchmark then counts as not validated).
+    pub call_modes_error: Option<String>,
 }
 
 /// How one platform's run ended.
