@@ -85,9 +85,12 @@ struct Args {
     guests: Option<PathBuf>,
     /// Also run one batch of each benchmark on warpvisor-cpu with direct calls and with
     /// continuations (explicit memory checks, one kernel, both): slow calls per request in
-    /// each mode and the share of execution they cost, measured
-    #[arg(long)]
+    /// each mode and the share of execution they cost, measured (the default of the full run)
+    #[arg(long, conflicts_with = "no_compare_calls")]
     compare_calls: bool,
+    /// Skip that comparison
+    #[arg(long)]
+    no_compare_calls: bool,
     /// Write each selected benchmark's requests for --seed into this folder and stop:
     /// NAME.body (the first request, for HTTP load generators) and NAME.jobs.jsonl (--batches
     /// x --vms jobs for `warpvisor run --jobs`; scripts/serve-bench.sh uses both).
@@ -180,7 +183,9 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
     s.micro_vms = a.micro_vms.unwrap_or(s.vms);
     anyhow::ensure!(s.micro_vms > 0, "--micro-vms must be at least 1");
     s.guests = a.guests.clone();
-    s.compare_calls = a.compare_calls;
+    if a.compare_calls || a.no_compare_calls {
+        s.compare_calls = a.compare_calls;
+    }
     Ok(s)
 }
 

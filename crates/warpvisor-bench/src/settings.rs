@@ -47,7 +47,7 @@ pub struct Settings {
     /// Read `bench-NAME.wasm` from here instead of the modules built into the runner.
     pub guests: Option<PathBuf>,
     /// Also run one batch of each benchmark on `cpu` in both call modes
-    /// ([`crate::call_modes`]).
+    /// ([`crate::call_modes`]): on in the full run, off with `--quick`.
     pub compare_calls: bool,
 }
 
@@ -72,7 +72,7 @@ impl Settings {
             micro_only: false,
             micro_vms: 64,
             guests: None,
-            compare_calls: false,
+            compare_calls: true,
         }
     }
 
@@ -84,6 +84,7 @@ impl Settings {
             batches: 2,
             min_time: Duration::from_millis(300),
             micro_vms: 16,
+            compare_calls: false,
             ..Settings::full()
         }
     }
