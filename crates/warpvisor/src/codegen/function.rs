@@ -62,6 +62,9 @@ pub(super) struct FunctionEmitter<'m, 'a> {
     cps: bool,
     /// The kernel makes direct calls: a continuation's body takes the VM context.
     direct: bool,
+    /// Functions this kernel holds (its partition's code): a continuation here may call one of
+    /// them as a C function first ([`Self::yield_call`]).
+    in_kernel: &'m [bool],
     results: Vec<ValType>,
     locals: Vec<ValType>,
     stack: Vec<ValType>,
@@ -92,6 +95,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         func: u32,
         guard: bool,
         direct: bool,
+        in_kernel: &'m [bool],
     ) -> Self {
         let ty = ctx.module.func_type(func);
         let mut locals: Vec<ValType> = ty.params().to_vec();
@@ -104,6 +108,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             func,
             cps: ctx.graph.yields[func as usize],
             direct,
+            in_kernel,
             results: ty.results().to_vec(),
             locals,
             stack: Vec::new(),
@@ -722,7 +727,24 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         if !self.cps {
             return Err(self.internal("fastcall calls a yielding function"));
         }
-        self.yield_call(&callee.to_string(), ty.params(), ty.results(), &comment)
+        // A continuation of this kernel that lies on no call cycle is called as a C function
+        // first: the chain of such calls is as deep as the call graph, never unbounded, so
+        // devices without recursion compile it too.
+        let native = !self.direct
+            && callee as usize >= self.ctx.module.imported_funcs
+            && !self.ctx.graph.recursive[callee as usize]
+            && self
+                .in_kernel
+                .get(callee as usize)
+                .copied()
+                .unwrap_or(false);
+        self.yield_call(
+            &callee.to_string(),
+            native,
+            ty.params(),
+            ty.results(),
+            &comment,
+        )
     }
 
     fn call_indirect(&mut self, type_index: u32, table: u32) -> Result<(), CodegenError> {
@@ -734,7 +756,13 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             "WV_CHECK(wv_table_func(f, vm, {table}, {index}, {sig}, &callee)); /* call_indirect (type {type_index}) */"
         ));
         if self.cps {
-            return self.yield_call("callee", ty.params(), ty.results(), "/* call_indirect */");
+            return self.yield_call(
+                "callee",
+                false,
+                ty.params(),
+                ty.results(),
+                "/* call_indirect */",
+            );
         }
         // The signature's dispatch function (`kernel::indirect_dispatch`) calls the target.
         let args = self.call_args(ty.params());

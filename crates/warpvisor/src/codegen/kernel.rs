@@ -238,12 +238,16 @@ fn emit_partition(
     }
     let guard = options.memory_checks == MemoryChecks::Guard;
     let direct = options.calls == CallMode::Direct;
+    let mut in_kernel = vec![false; n];
+    for &f in &bodies {
+        in_kernel[f as usize] = true;
+    }
     for (i, &f) in bodies.iter().enumerate() {
         out.push('\n');
         if (f as usize) < module.imported_funcs {
             out.push_str(&direct_import(ctx, f));
         } else {
-            out.push_str(&FunctionEmitter::new(ctx, f, guard, direct).emit()?);
+            out.push_str(&FunctionEmitter::new(ctx, f, guard, direct, &in_kernel).emit()?);
         }
         check_kernel_size(&out, || {
             format!("{} of its {} functions", i + 1, bodies.len())

@@ -457,6 +457,10 @@ WV_FN uint32_t wv_table_func(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_
     WV_TRAP(WV_TRAP_STACK_OVERFLOW); \
   WV_STK(nfp) = fp; WV_STK(nfp + 1) = (fid); WV_STK(nfp + 2) = 0; } while (0)
 #define WV_ENTER(nfp) do { v->fp = nfp; v->depth++; v->slow_calls++; } while (0)
+/* A continuation called as a C function on the frame pushed for it (not a slow call), and
+ * whether it returned: its frame popped, the VM still running. */
+#define WV_ENTER_NATIVE(nfp) do { v->fp = nfp; v->depth++; } while (0)
+#define WV_RETURNED(fp) (v->status == WV_RUNNING && v->fp == (fp))
 /* Counts the `n` live values a yield point saves in its frame. */
 #define WV_SAVED(n) (v->saved_words += (n))
 

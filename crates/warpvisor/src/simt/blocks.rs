@@ -117,10 +117,15 @@ pub struct FunctionBlocks {
     /// Immediate post-dominator of each block (the exit: `blocks.len()`).
     pub ipdom: Vec<u32>,
     /// Whether the GPU backends compile it in continuation-passing style (it can reach an
-    /// import): its calls of such functions, its indirect calls and its return go through
-    /// the kernel's trampoline.
+    /// import): its indirect calls and its calls of such functions that lie on a call cycle
+    /// ([`FunctionBlocks::recursive`]) go through the kernel's trampoline; it calls the others
+    /// as C functions.
     #[serde(default)]
     pub yields: bool,
+    /// Whether it lies on a call cycle: a continuation that does is always called through the
+    /// trampoline (devices without recursion could not compile the call otherwise).
+    #[serde(default)]
+    pub recursive: bool,
 }
 
 impl FunctionBlocks {
@@ -181,6 +186,7 @@ impl BlockTable {
                 fb.blocks[k].code = code.by_ref().take(count).collect();
             }
             fb.yields = graph.yields.get(f as usize).copied().unwrap_or(false);
+            fb.recursive = graph.recursive.get(f as usize).copied().unwrap_or(false);
             ids.extend((0..fb.blocks.len() as u32).map(|b| (f, b)));
             funcs.push(Some(fb));
         }
@@ -465,6 +471,7 @@ fn function_blocks(ops: &[Operator<'_>], first_id: u32) -> Result<FunctionBlocks
         blocks,
         ipdom,
         yields: false,
+        recursive: false,
     })
 }
 

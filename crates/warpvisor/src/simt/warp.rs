@@ -574,6 +574,17 @@ enum Route {
     Stop(LaneState),
 }
 
+/// With continuations, a VM that leaves for the trampoline (a call through it, a hypercall)
+/// from inside continuations called as C functions saves each of their frames on the way out:
+/// from then on each returns through the trampoline, which runs the caller next round.
+fn unwind_native_calls(lane: &mut Lane<'_>, continuations: bool) {
+    if continuations {
+        for frame in &mut lane.frames {
+            frame.2 = true;
+        }
+    }
+}
+
 /// Moves `lane` past block `pc` of `func` (ending as `end`, with successors `succ`); with
 /// `continuations`, the calls and returns of functions that yield go through the trampoline.
 fn route(
@@ -617,14 +628,17 @@ fn route(
                     ));
                 }
             }
-            // In a function that yields, an indirect call and a call of a function that
-            // yields push a frame for the trampoline (codegen's `yield_call`).
+            // In a function that yields, an indirect call and a call of a recursive function
+            // that yields push a frame for the trampoline (codegen's `yield_call`); other
+            // yielding callees are called as C functions and return to their caller directly.
             let through_trampoline = continuations
                 && fb.yields
-                && (end == BlockEnd::CallIndirect || blocks.function(g).is_some_and(|c| c.yields));
+                && (end == BlockEnd::CallIndirect
+                    || blocks.function(g).is_some_and(|c| c.yields && c.recursive));
             lane.frames.push((func, pc + 1, through_trampoline));
             lane.func = g;
             if through_trampoline {
+                unwind_native_calls(lane, continuations);
                 return Ok(Route::Stop(LaneState::Trampoline { block: 0 }));
             }
             Ok(Route::Go(Next::Call(g)))
@@ -644,6 +658,7 @@ fn route(
                     ),
                 ));
             }
+            unwind_native_calls(lane, continuations);
             Ok(Route::Stop(LaneState::Parked { block: pc + 1 }))
         }
         BlockEnd::Jump => {

@@ -109,11 +109,17 @@ impl FunctionEmitter<'_, '_> {
         }
     }
 
-    /// A call that goes through the trampoline: save live state, push the callee's frame,
-    /// return; resume here when the callee returns.
+    /// A call that may go through the trampoline: save live state, push the callee's frame,
+    /// return; resume here when the callee returns. With `native`, the callee (a continuation
+    /// of this kernel, `wv_k{fid}`) is first called as a C function on the frame pushed for
+    /// it: when it returns, the caller reads its results and goes on with its locals intact —
+    /// nothing saved, no trip through the trampoline; only when it yields (a hypercall, a
+    /// function of another partition, a trap) does the caller save its live state and return
+    /// too, to be resumed here by the trampoline like any other yield point.
     pub(super) fn yield_call(
         &mut self,
         fid: &str,
+        native: bool,
         params: &[ValType],
         results: &[ValType],
         comment: &str,
@@ -150,14 +156,6 @@ impl FunctionEmitter<'_, '_> {
             word += 1;
         }
         self.saved_words = self.saved_words.max(word);
-        self.line(&format!("{comment} /* yield point {k} */"));
-        if !save.is_empty() {
-            self.line(&format!("{}WV_SAVED({word});", save));
-        }
-        self.line(&format!(
-            "WV_STK(fp + 2) = {k}; WV_PUSH_FRAME(nfp, @FRAME@, {fid}, {});",
-            args.len()
-        ));
         let mut pass = String::new();
         for (i, (a, ty)) in args.iter().zip(params).enumerate() {
             let _ = write!(
@@ -167,18 +165,46 @@ impl FunctionEmitter<'_, '_> {
                 slot_suffix(*ty)
             );
         }
-        self.line(&format!("{pass}WV_ENTER(nfp); return;"));
-        self.body
-            .push_str(&format!("wv_resume_{k}:; resume = 0;\n"));
-        if !restore.is_empty() {
-            self.line(restore.trim_end());
-        }
+        let push = format!(
+            "WV_STK(fp + 2) = {k}; WV_PUSH_FRAME(nfp, @FRAME@, {fid}, {});",
+            args.len()
+        );
+        let save = if save.is_empty() {
+            String::new()
+        } else {
+            format!("{save}WV_SAVED({word}); ")
+        };
         let mut fetch = String::new();
         for (i, ty) in results.iter().enumerate() {
             let d = self.push(*ty);
             let _ = write!(fetch, "{d} = wv_dec_{}(WV_RET({i})); ", slot_suffix(*ty));
         }
-        self.line(&format!("{fetch}msz = WV_MEM_BYTES();"));
+        fetch.push_str("msz = WV_MEM_BYTES();");
+        if native {
+            self.line(&format!("{comment} /* yield point {k}, called natively */"));
+            self.line(&push);
+            self.line(&format!("{pass}WV_ENTER_NATIVE(nfp); wv_k{fid}(f, vm);"));
+            self.line(&format!(
+                "if (WV_RETURNED(fp)) {{ {fetch} goto wv_returned_{k}; }}"
+            ));
+            self.line(&format!("{save}return; /* it yielded */"));
+        } else {
+            self.line(&format!("{comment} /* yield point {k} */"));
+            if !save.is_empty() {
+                self.line(save.trim_end());
+            }
+            self.line(&push);
+            self.line(&format!("{pass}WV_ENTER(nfp); return;"));
+        }
+        self.body
+            .push_str(&format!("wv_resume_{k}:; resume = 0;\n"));
+        if !restore.is_empty() {
+            self.line(restore.trim_end());
+        }
+        self.line(&fetch);
+        if native {
+            self.body.push_str(&format!("wv_returned_{k}:;\n"));
+        }
         Ok(())
     }
 

@@ -1,0 +1,115 @@
+//! Continuations called as C functions (`codegen/function/continuation.rs`, `yield_call` with
+//! `native`): a continuation of the kernel on no call cycle runs without a trip through the
+//! trampoline when it does not yield, and when it yields from deep inside such a chain every
+//! frame of the chain is saved and resumed through the trampoline, results intact. Checked on
+//! `cpu` with continuations (the GPU backends' kernels) against the same program on wasmtime.
+
+mod common;
+
+use std::sync::Arc;
+
+use warpvisor::backend::wasmtime::{WasiSetup, WasmtimeBackend};
+use warpvisor::codegen::{CallMode, KernelOptions, MemoryChecks};
+use warpvisor::vmm::{FleetConfig, Program};
+use warpvisor::wasi::program::{run_jobs_with_stats, WasiRunConfig};
+use warpvisor::wasi::WasiJob;
+
+/// `_start` sums `$mid(i)` for i in 0..1000 and writes the sum's low byte and "\n" to stdout.
+/// `$mid(x)` calls `$leaf(x)` and `$leaf(x + 1)`; `$leaf` writes "!" to stdout when its
+/// argument is 500 (so both yield — they reach an import — but only two of the 2,000 calls,
+/// from `$mid(499)` and `$mid(500)`, do). Neither recurses.
+const CHAIN: &str = r#"(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "!")
+  (func $leaf (param $x i32) (result i32)
+    local.get $x
+    i32.const 500
+    i32.eq
+    if
+      ;; iovec at 0: {16, 1}; written count at 8
+      i32.const 0 i32.const 16 i32.store
+      i32.const 4 i32.const 1 i32.store
+      i32.const 1 i32.const 0 i32.const 1 i32.const 8 call $fd_write
+      drop
+    end
+    local.get $x
+    i32.const 3
+    i32.mul)
+  (func $mid (param $x i32) (result i32) (local $keep i32)
+    ;; a value live across both calls
+    local.get $x
+    i32.const 7
+    i32.add
+    local.set $keep
+    local.get $x
+    call $leaf
+    local.get $x
+    i32.const 1
+    i32.add
+    call $leaf
+    i32.add
+    local.get $keep
+    i32.xor)
+  (func (export "_start") (local $i i32) (local $sum i32)
+    loop $l
+      local.get $sum
+      local.get $i
+      call $mid
+      i32.add
+      local.set $sum
+      local.get $i
+      i32.const 1
+      i32.add
+      local.tee $i
+      i32.const 1000
+      i32.lt_u
+      br_if $l
+    end
+    i32.const 32 local.get $sum i32.store8
+    i32.const 33 i32.const 10 i32.store8
+    i32.const 0 i32.const 32 i32.store
+    i32.const 4 i32.const 2 i32.store
+    i32.const 1 i32.const 0 i32.const 1 i32.const 8 call $fd_write
+    drop))"#;
+
+#[test]
+fn calls_that_do_not_yield_skip_the_trampoline_and_one_that_does_resumes_its_chain() {
+    let wasm = wat::parse_str(CHAIN).unwrap();
+    let jobs = vec![WasiJob::default(); 4];
+    let engine = WasmtimeBackend::new(Default::default()).unwrap();
+    let setup = WasiSetup {
+        program_name: "chain".into(),
+        max_memory_pages: FleetConfig::default().max_memory_pages,
+        ..WasiSetup::default()
+    };
+    let (expected, _) = engine.run_wasi(&wasm, &setup, &jobs).unwrap();
+    assert_eq!(expected[0].stdout.len(), 4, "{:?}", expected[0]);
+    assert_eq!(&expected[0].stdout[..2], b"!!");
+
+    let kernel = KernelOptions {
+        calls: CallMode::Continuations,
+        memory_checks: MemoryChecks::Explicit,
+        ..KernelOptions::default()
+    };
+    let program = Arc::new(Program::compile(&wasm, &kernel, common::cpu().as_ref()).unwrap());
+    let config = WasiRunConfig {
+        fleet: FleetConfig {
+            num_vms: 4,
+            ..FleetConfig::default()
+        },
+        program_name: "chain".into(),
+        preopens: Vec::new(),
+        allow_unknown_imports: false,
+    };
+    let (results, stats) = run_jobs_with_stats(program, &config, &jobs).unwrap();
+    assert_eq!(results, expected);
+    // Per VM: 3,000 calls of continuations (each a slow call before); through the trampoline
+    // only the three hypercalls and, twice, the resumption of the chain that yielded ($leaf
+    // back to $mid, $mid back to _start).
+    let per_vm = stats.fleet.slow_calls / 4;
+    assert!((3..=12).contains(&per_vm), "{per_vm} slow calls per VM");
+    // Only the chains that yielded saved their frames: a few live values each, twice.
+    let saved = stats.fleet.saved_words / 4;
+    assert!((1..=24).contains(&saved), "{saved} values saved per VM");
+}
