@@ -3,19 +3,16 @@
 //! with explicit memory checks and one kernel, so that the call mode is the only difference
 //! between the two runs (`--compare-calls`).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 use warpvisor::backend::Backend;
 use warpvisor::codegen::{CallMode, KernelOptions, MemoryChecks};
-use warpvisor::vmm::{FleetConfig, Program};
 use warpvisor::wasi::program::JobResult;
-use warpvisor::wasi::program::{WasiFleet, WasiRunConfig};
 use warpvisor::wasi::WasiJob;
 use warpvisor_workloads::Workload;
 
-use crate::validation;
+use crate::{suite, validation};
 
 /// Timed runs of the batch in each mode (after one untimed run); the fastest counts.
 const REPEATS: usize = 3;
@@ -65,18 +62,7 @@ pub fn measure(
             partition_ops: 0,
             ..base.clone()
         };
-        let program = Program::compile(wasm, &options, backend).map_err(|e| format!("{e:#}"))?;
-        let config = WasiRunConfig {
-            fleet: FleetConfig {
-                num_vms: vms,
-                max_memory_pages: w.memory_pages,
-                ..FleetConfig::default()
-            },
-            program_name: w.name.to_string(),
-            preopens: Vec::new(),
-            allow_unknown_imports: false,
-        };
-        let mut fleet = WasiFleet::new(Arc::new(program), &config).map_err(|e| e.to_string())?;
+        let mut fleet = suite::fleet(w, wasm, &options, backend, vms)?;
         let replies = fleet.run_batch(jobs).map_err(|e| e.to_string())?;
         validation::compare(reference, &replies)
             .map_err(|e| format!("with {} calls: {e}", calls.name()))?;

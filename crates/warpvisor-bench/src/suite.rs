@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use warpvisor::backend::wasmtime::{WasiSetup, WasmtimeBackend, WasmtimeConfig};
+use warpvisor::backend::Backend;
+use warpvisor::codegen::KernelOptions;
 use warpvisor::vmm::{FleetConfig, Program};
 use warpvisor::wasi::program::{WasiFleet, WasiRunConfig};
 use warpvisor::wasi::WasiJob;
@@ -205,19 +207,7 @@ impl<'s> Suite<'s> {
         requests: &[Vec<u8>],
     ) -> Result<Outcome, String> {
         let start = Instant::now();
-        let program =
-            Program::compile(wasm, &k.kernel, k.backend.as_ref()).map_err(|e| format!("{e:#}"))?;
-        let config = WasiRunConfig {
-            fleet: FleetConfig {
-                num_vms: self.settings.vms,
-                max_memory_pages: w.memory_pages,
-                ..FleetConfig::default()
-            },
-            program_name: w.name.to_string(),
-            preopens: Vec::new(),
-            allow_unknown_imports: false,
-        };
-        let mut fleet = WasiFleet::new(Arc::new(program), &config).map_err(|e| e.to_string())?;
+        let mut fleet = fleet(w, wasm, &k.kernel, k.backend.as_ref(), self.settings.vms)?;
         let build_seconds = start.elapsed().as_secs_f64();
         let allocate = fleet.stats().allocate.as_secs_f64();
         let jobs: Vec<WasiJob> = requests.iter().map(|r| job(r)).collect();
@@ -230,6 +220,28 @@ impl<'s> Suite<'s> {
             phases: Some(phases),
         })
     }
+}
+
+/// A fleet of `vms` VMs of benchmark `w`'s module, its kernels built with `options`.
+pub(crate) fn fleet(
+    w: &Workload,
+    wasm: &[u8],
+    options: &KernelOptions,
+    backend: &dyn Backend,
+    vms: u32,
+) -> Result<WasiFleet, String> {
+    let program = Program::compile(wasm, options, backend).map_err(|e| format!("{e:#}"))?;
+    let config = WasiRunConfig {
+        fleet: FleetConfig {
+            num_vms: vms,
+            max_memory_pages: w.memory_pages,
+            ..FleetConfig::default()
+        },
+        program_name: w.name.to_string(),
+        preopens: Vec::new(),
+        allow_unknown_imports: false,
+    };
+    WasiFleet::new(Arc::new(program), &config).map_err(|e| e.to_string())
 }
 
 /// The benchmark's module, or why there is none, for one more platform.
