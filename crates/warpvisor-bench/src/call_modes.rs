@@ -43,7 +43,7 @@ pub struct CallModes {
 }
 
 /// Runs `jobs` (one batch: at most `vms` of them) on `backend` in both call modes and checks
-/// both modes' replies against `reference`.
+/// both modes' replies against the first of `reference`.
 pub fn measure(
     backend: &dyn Backend,
     base: &KernelOptions,
@@ -53,7 +53,6 @@ pub fn measure(
     jobs: &[WasiJob],
     reference: &[JobResult],
 ) -> Result<CallModes, String> {
-    let jobs = &jobs[..jobs.len().min(vms as usize)];
     let reference = &reference[..jobs.len().min(reference.len())];
     let run = |calls: CallMode| -> Result<ModeRun, String> {
         let options = KernelOptions {

@@ -115,31 +115,31 @@ impl<'s> Suite<'s> {
             }
             result.runs.push(run);
         }
-        if let Some(cpu) = self.kernels.iter().find(|k| k.platform == Platform::Cpu) {
-            if self.settings.compare_calls {
-                progress(&format!(
-                    "  {}: one batch on cpu in both call modes",
-                    w.name
-                ));
-                let jobs: Vec<WasiJob> = requests.iter().map(|r| job(r)).collect();
-                let measured = module(&wasm).and_then(|m| {
-                    call_modes::measure(
-                        cpu.backend.as_ref(),
-                        &cpu.kernel,
-                        w,
-                        m,
-                        self.settings.vms,
-                        &jobs,
-                        &reference,
-                    )
-                });
-                match measured {
-                    Ok(c) => result.call_modes = Some(c),
-                    Err(e) => {
-                        progress(&format!("  {}: call modes FAILED: {e}", w.name));
-                        result.validated = false;
-                        result.call_modes_error = Some(e);
-                    }
+        let cpu = self.kernels.iter().find(|k| k.platform == Platform::Cpu);
+        if let Some(cpu) = cpu.filter(|_| self.settings.compare_calls) {
+            progress(&format!(
+                "  {}: one batch on cpu in both call modes",
+                w.name
+            ));
+            let vms = self.settings.vms;
+            let batch: Vec<WasiJob> = requests.iter().take(vms as usize).map(|r| job(r)).collect();
+            let measured = module(&wasm).and_then(|m| {
+                call_modes::measure(
+                    cpu.backend.as_ref(),
+                    &cpu.kernel,
+                    w,
+                    m,
+                    vms,
+                    &batch,
+                    &reference,
+                )
+            });
+            match measured {
+                Ok(c) => result.call_modes = Some(c),
+                Err(e) => {
+                    progress(&format!("  {}: call modes FAILED: {e}", w.name));
+                    result.validated = false;
+                    result.call_modes_error = Some(e);
                 }
             }
         }

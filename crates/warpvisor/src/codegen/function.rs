@@ -62,9 +62,9 @@ pub(super) struct FunctionEmitter<'m, 'a> {
     cps: bool,
     /// The kernel makes direct calls: a continuation's body takes the VM context.
     direct: bool,
-    /// Functions this kernel holds (its partition's code): a continuation here may call one of
-    /// them as a C function first ([`Self::yield_call`]).
-    in_kernel: &'m [bool],
+    /// The continuations this one calls as C functions first ([`Self::yield_call`]): those of
+    /// its kernel on no call cycle (`kernel.rs`).
+    native_callees: &'m [bool],
     results: Vec<ValType>,
     locals: Vec<ValType>,
     stack: Vec<ValType>,
@@ -95,7 +95,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         func: u32,
         guard: bool,
         direct: bool,
-        in_kernel: &'m [bool],
+        native_callees: &'m [bool],
     ) -> Self {
         let ty = ctx.module.func_type(func);
         let mut locals: Vec<ValType> = ty.params().to_vec();
@@ -108,7 +108,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             func,
             cps: ctx.graph.yields[func as usize],
             direct,
-            in_kernel,
+            native_callees,
             results: ty.results().to_vec(),
             locals,
             stack: Vec::new(),
@@ -727,20 +727,9 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         if !self.cps {
             return Err(self.internal("fastcall calls a yielding function"));
         }
-        // A continuation of this kernel that lies on no call cycle is called as a C function
-        // first: the chain of such calls is as deep as the call graph, never unbounded, so
-        // devices without recursion compile it too.
-        let native = !self.direct
-            && callee as usize >= self.ctx.module.imported_funcs
-            && !self.ctx.graph.recursive[callee as usize]
-            && self
-                .in_kernel
-                .get(callee as usize)
-                .copied()
-                .unwrap_or(false);
         self.yield_call(
             &callee.to_string(),
-            native,
+            self.native_callees[callee as usize],
             ty.params(),
             ty.results(),
             &comment,

@@ -238,16 +238,23 @@ fn emit_partition(
     }
     let guard = options.memory_checks == MemoryChecks::Guard;
     let direct = options.calls == CallMode::Direct;
-    let mut in_kernel = vec![false; n];
-    for &f in &bodies {
-        in_kernel[f as usize] = true;
+    // The continuations of this kernel that lie on no call cycle: its continuations call them
+    // as C functions first (`yield_call`), a chain as deep as the call graph and never
+    // unbounded, so devices without recursion compile it too.
+    let mut native_callees = vec![false; n];
+    if !direct {
+        for &f in &bodies {
+            let f = f as usize;
+            native_callees[f] =
+                f >= module.imported_funcs && graph.yields[f] && !graph.recursive[f];
+        }
     }
     for (i, &f) in bodies.iter().enumerate() {
         out.push('\n');
         if (f as usize) < module.imported_funcs {
             out.push_str(&direct_import(ctx, f));
         } else {
-            out.push_str(&FunctionEmitter::new(ctx, f, guard, direct, &in_kernel).emit()?);
+            out.push_str(&FunctionEmitter::new(ctx, f, guard, direct, &native_callees).emit()?);
         }
         check_kernel_size(&out, || {
             format!("{} of its {} functions", i + 1, bodies.len())
