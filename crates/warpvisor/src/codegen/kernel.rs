@@ -228,7 +228,7 @@ fn emit_partition(
     out.push_str("\n/* ---- functions ---- */\n");
     for &f in &bodies {
         if graph.yields[f as usize] {
-            let _ = writeln!(out, "WV_FUNC void wv_k{f}(wv_fleet *f, uint32_t vm);");
+            let _ = writeln!(out, "WV_FUNC void wv_k{f}(WV_START_PARAMS);");
         } else {
             let _ = writeln!(out, "{};", fastcall_signature(ctx, f));
         }
@@ -280,7 +280,7 @@ fn emit_partition(
 
     out.push_str("\n/* ---- trampoline: runs a VM until it finishes, traps, makes a hypercall, or needs another partition ---- */\n");
     out.push_str("WV_FUNC void wv_trampoline(wv_fleet *f, uint32_t vm) {\n");
-    out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
+    out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  WV_TRAMPOLINE_ENTER();\n");
     out.push_str("  while (v->status == WV_RUNNING) {\n");
     out.push_str("    uint32_t fid = (uint32_t)WV_STK(v->fp + 1);\n");
     out.push_str("    switch (fid) {\n");
@@ -294,9 +294,9 @@ fn emit_partition(
     }
     for &f in members {
         if graph.yields[f as usize] {
-            let _ = writeln!(out, "      case {f}: wv_k{f}(f, vm); break;");
+            let _ = writeln!(out, "      case {f}: wv_k{f}(WV_START_ARGS); break;");
         } else {
-            let _ = writeln!(out, "      case {f}: wv_e{f}(f, vm); break;");
+            let _ = writeln!(out, "      case {f}: wv_e{f}(WV_START_ARGS); break;");
         }
     }
     if many_partitions {
@@ -309,7 +309,7 @@ fn emit_partition(
     } else {
         out.push_str("      default: wv_trap(f, vm, WV_TRAP_UNREACHABLE); break;\n");
     }
-    out.push_str("    }\n  }\n}\n");
+    out.push_str("    }\n  }\n  WV_TRAMPOLINE_LEAVE();\n}\n");
     out.push_str(&abi::c::entry_points(options.dialect));
     check_kernel_size(&out, || "all of it".into())?;
     Ok(out)
@@ -434,9 +434,9 @@ fn direct_import(ctx: &ModuleContext<'_, '_>, import: u32) -> String {
 
 fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
     let ty = ctx.module.func_type(func);
-    let mut out = format!("WV_FUNC void wv_e{func}(wv_fleet *f, uint32_t vm) {{\n");
+    let mut out = format!("WV_FUNC void wv_e{func}(WV_START_PARAMS) {{\n");
     out.push_str(
-        "  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  uint32_t fp = v->fp;\n  WV_CTX_ENTER();\n  WV_UNWIND_POINT();\n",
+        "  WV_START();\n  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  uint32_t fp = v->fp;\n  WV_UNWIND_POINT();\n",
     );
     let args: Vec<String> = ty
         .params()
@@ -457,7 +457,7 @@ fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
             let _ = writeln!(out, "  {} r_ = {call};", tuple_name(ty.results()));
         }
     }
-    out.push_str("  WV_CTX_LEAVE();\n  if (v->status != WV_RUNNING) return;\n");
+    out.push_str("  WV_START_LEAVE();\n  if (v->status != WV_RUNNING) return;\n");
     match ty.results().len() {
         0 => {}
         1 => {

@@ -364,14 +364,14 @@ mod tests {
         );
         assert!(c.contains("WV_FUNC uint32_t wv_f0(WV_CTX_PARAMS, uint32_t l0)"));
         assert!(c.contains("/* func 1 \"rec\" (i32) -> (i32): continuation"));
-        assert!(c.contains("WV_FUNC void wv_k1(wv_fleet *f, uint32_t vm)"));
+        assert!(c.contains("WV_FUNC void wv_k1(WV_CTX_PARAMS)"));
         assert!(
             c.contains("WV_I32_DIV_S("),
             "trapping division uses the prelude helper"
         );
         assert!(c.contains("/* call rec */ /* yield point 1 */"));
         assert!(
-            c.contains("case 1: wv_k1(f, vm); break;"),
+            c.contains("case 1: wv_k1(WV_START_ARGS); break;"),
             "trampoline dispatches the continuation"
         );
     }

@@ -132,41 +132,24 @@ WV_FN void wv_mark_dirty(uint8_t *db, uint64_t ea, uint64_t n) {
  * last-page cache did. */
 #define WV_DIRTY(ea) do { uint8_t *d_ = &db[(ea) >> WV_DIRTY_SHIFT]; \
   if (__builtin_expect(!*d_, 0)) *d_ = 1; } while (0)
-#define WV_DIRTY_VIEW() uint8_t *const db = wv_dirty_base(f, vm); (void)db
 #else
 #define WV_DIRTY_PAGES 0
 #define WV_DIRTY(ea) ((void)0)
-#define WV_DIRTY_VIEW() do { } while (0)
 #endif
 
-/* Every function keeps its VM's globals in a local pointer too: `gb[g]` (times the stride when
- * interleaved) instead of recomputing f->globals + vm * WV_NUM_GLOBALS, which a store to
- * memory would make the compiler reload. */
-#if WV_INTERLEAVE == 0
-#define WV_GLOBALS_VIEW() WV_GLOBAL uint64_t *const gb = &WV_GLB(0); (void)gb
-#define WV_G(i) gb[(i)]
-#else
-#define WV_GLOBALS_VIEW() WV_GLOBAL uint64_t *const gb = &WV_GLB(0); const uint64_t gstride = f->num_vms; \
-  (void)gb; (void)gstride
-#define WV_G(i) gb[(uint64_t)(i) * gstride]
-#endif
-
-/* Every function keeps its VM's memory view in locals: a store through a byte pointer may
- * alias the fleet struct, so reading f->mem at each access would reload it after every store. */
-#define WV_MEM_VIEW() WV_GLOBAL uint8_t *const mb = wv_mem_base(f, vm); const uint64_t mrow = wv_mem_row(f); \
-  (void)mb; (void)mrow; WV_DIRTY_VIEW()
-
-/* ---- the VM context of direct calls ------------------------------------------------------ */
-/* With direct calls (cpu) a running VM's fastcalls all receive one pointer, `c`, to a context
- * its entry shim keeps on the stack: the VM's globals themselves (copied in from the fleet when
- * the shim starts and back at every exit, traps and host stops included), its memory view, its
- * stack floor and its place in the fleet. Globals at fixed offsets of the pointer a function
- * receives stay cheap, as wasm2c's instance fields are: reached through a pointer loaded from
- * the fleet, every global after a store would reload that pointer (fib micro: 3x slower).
- * Elsewhere (continuations, every device) functions receive the fleet and the VM's index. */
-#if WV_DIRECT_CALLS
+/* ---- the VM context ---------------------------------------------------------------------- */
+/* A running VM's functions all receive one pointer, `c`, to its context: the VM's globals
+ * themselves (copied in from the fleet when the VM starts running and back whenever it stops),
+ * its memory view, its stack floor and its place in the fleet. Globals at fixed offsets of the
+ * pointer a function receives stay cheap, as wasm2c's instance fields are; reached through a
+ * pointer recomputed from the fleet in every function, each call paid for the recomputation and
+ * each global after a store reloaded it (fib micro: 3x slower). With direct calls (cpu) the
+ * entry shim that starts a VM's fastcalls keeps the context on its stack; with continuations
+ * (every device) the trampoline keeps it for as long as it runs the VM, in private memory on
+ * the GPU backends. */
+#define WV_CTX_GLOBALS (WV_NUM_GLOBALS > 0 ? WV_NUM_GLOBALS : 1)
 typedef struct wv_ctx {
-  uint64_t g[WV_NUM_GLOBALS];
+  uint64_t g[WV_CTX_GLOBALS];
   wv_fleet *f;
   WV_GLOBAL uint8_t *mb;
   uint8_t *db;
@@ -186,7 +169,8 @@ static void wv_trace_flush(wv_ctx *c);
 #define WV_CTX_ARGS c
 /* The fleet and the VM's index, for the cold paths (traps, table and bulk operators). */
 #define WV_CTX_VIEW() wv_fleet *const f = c->f; const uint32_t vm = c->vm; (void)f; (void)vm
-/* An entry shim's context: made before its unwind point, left at every exit. */
+/* A context made from the fleet (before an unwind point, with direct calls), left at every
+ * exit. */
 #define WV_CTX_ENTER() wv_ctx ctx_; wv_ctx *const c = &ctx_; wv_ctx_enter(c, f, vm)
 #define WV_CTX_LEAVE() wv_ctx_leave(c)
 WV_FN void wv_ctx_enter(wv_ctx *c, wv_fleet *f, uint32_t vm) {
@@ -199,7 +183,11 @@ WV_FN void wv_ctx_enter(wv_ctx *c, wv_fleet *f, uint32_t vm) {
 #else
   c->db = 0;
 #endif
+#if WV_HOST
   c->stack_floor = f->stack_floor;
+#else
+  c->stack_floor = 0;
+#endif
 #if WV_TRACE
   c->tn = 0;
   c->tblk = 0;
@@ -215,11 +203,10 @@ WV_FN void wv_ctx_leave(wv_ctx *c) {
   if (c->tn) wv_trace_flush(c);
 #endif
 }
-#undef WV_GLOBALS_VIEW
-#undef WV_G
-#undef WV_MEM_VIEW
 #define WV_GLOBALS_VIEW() do { } while (0)
 #define WV_G(i) c->g[(i)]
+/* Every function keeps its VM's memory view in locals: a store through a byte pointer may
+ * alias anything, so reading c->mb at each access would reload it after every store. */
 #define WV_MEM_VIEW() WV_GLOBAL uint8_t *const mb = c->mb; const uint64_t mrow = wv_mem_row(f); \
   (void)mb; (void)mrow; WV_CTX_DIRTY_VIEW()
 #if WV_DIRTY_PAGES
@@ -227,12 +214,23 @@ WV_FN void wv_ctx_leave(wv_ctx *c) {
 #else
 #define WV_CTX_DIRTY_VIEW() do { } while (0)
 #endif
+/* The functions the trampoline starts (continuations `wv_kN`, entry shims `wv_eN`): with
+ * direct calls each makes the context (and its unwind point) itself; with continuations they
+ * take the trampoline's. */
+#if WV_DIRECT_CALLS
+#define WV_START_PARAMS wv_fleet *f, uint32_t vm
+#define WV_START_ARGS f, vm
+#define WV_START() WV_CTX_ENTER()
+#define WV_START_LEAVE() WV_CTX_LEAVE()
+#define WV_TRAMPOLINE_ENTER() do { } while (0)
+#define WV_TRAMPOLINE_LEAVE() do { } while (0)
 #else
-#define WV_CTX_PARAMS wv_fleet *f, uint32_t vm
-#define WV_CTX_ARGS f, vm
-#define WV_CTX_VIEW() do { } while (0)
-#define WV_CTX_ENTER() do { } while (0)
-#define WV_CTX_LEAVE() do { } while (0)
+#define WV_START_PARAMS wv_ctx *c
+#define WV_START_ARGS c
+#define WV_START() WV_CTX_VIEW()
+#define WV_START_LEAVE() do { } while (0)
+#define WV_TRAMPOLINE_ENTER() WV_CTX_ENTER()
+#define WV_TRAMPOLINE_LEAVE() WV_CTX_LEAVE()
 #endif
 
 /* ---- traps ------------------------------------------------------------------------------- */

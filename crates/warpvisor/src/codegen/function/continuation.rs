@@ -183,7 +183,9 @@ impl FunctionEmitter<'_, '_> {
         if native {
             self.line(&format!("{comment} /* yield point {k}, called natively */"));
             self.line(&push);
-            self.line(&format!("{pass}WV_ENTER_NATIVE(nfp); wv_k{fid}(f, vm);"));
+            self.line(&format!(
+                "{pass}WV_ENTER_NATIVE(nfp); wv_k{fid}(WV_CTX_ARGS);"
+            ));
             self.line(&format!(
                 "if (WV_RETURNED(fp)) {{ {fetch} goto wv_returned_{k}; }}"
             ));
@@ -246,7 +248,7 @@ impl FunctionEmitter<'_, '_> {
             } else {
                 let _ = writeln!(
                     out,
-                    "WV_FUNC void wv_k{}(wv_fleet *f, uint32_t vm) {{",
+                    "WV_FUNC void wv_k{}(WV_CTX_PARAMS) {{\n  WV_CTX_VIEW();",
                     self.func
                 );
             }
@@ -328,7 +330,7 @@ impl FunctionEmitter<'_, '_> {
             let _ = writeln!(
                 out,
                 "/* func {}'s entry from the trampoline: the VM context, and the unwind point of its traps and those of the fastcalls it calls */\n\
-                 WV_FUNC void wv_k{0}(wv_fleet *f, uint32_t vm) {{ WV_CTX_ENTER(); WV_UNWIND_POINT(); WV_OPAQUE(wv_kb{0})(WV_CTX_ARGS); WV_CTX_LEAVE(); }}",
+                 WV_FUNC void wv_k{0}(WV_START_PARAMS) {{ WV_START(); WV_UNWIND_POINT(); WV_OPAQUE(wv_kb{0})(WV_CTX_ARGS); WV_START_LEAVE(); }}",
                 self.func
             );
         }
