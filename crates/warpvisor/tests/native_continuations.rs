@@ -113,3 +113,116 @@ fn calls_that_do_not_yield_skip_the_trampoline_and_one_that_does_resumes_its_cha
     let saved = stats.fleet.saved_words / 4;
     assert!((1..=24).contains(&saved), "{saved} values saved per VM");
 }
+
+/// `_start` makes 1,000 `call_indirect`s from a continuation (it reaches `fd_write`) to a
+/// fastcall (even i) and to a continuation on no call cycle that writes "!" when its argument
+/// is 501 (odd i), then one to a recursive continuation, `$rec(5)`, and writes the sum's low
+/// byte and "\n".
+const INDIRECT: &str = r#"(module
+  (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
+  (type $t (func (param i32) (result i32)))
+  (memory (export "memory") 1)
+  (data (i32.const 16) "!")
+  (table 3 funcref)
+  (elem (i32.const 0) $fast $cont $rec)
+  (func $fast (type $t) local.get 0 i32.const 5 i32.mul i32.const 1 i32.add)
+  (func $cont (type $t)
+    local.get 0
+    i32.const 501
+    i32.eq
+    if
+      i32.const 0 i32.const 16 i32.store
+      i32.const 4 i32.const 1 i32.store
+      i32.const 1 i32.const 0 i32.const 1 i32.const 8 call $fd_write
+      drop
+    end
+    local.get 0
+    i32.const 3
+    i32.xor)
+  (func $rec (type $t)
+    local.get 0
+    if (result i32)
+      local.get 0 i32.const 1 i32.sub i32.const 2 call_indirect (type $t)
+      i32.const 2 i32.add
+    else
+      i32.const 1
+    end)
+  (func (export "_start") (local $i i32) (local $sum i32)
+    loop $l
+      local.get $sum
+      local.get $i
+      local.get $i i32.const 1 i32.and
+      call_indirect (type $t)
+      i32.add
+      local.set $sum
+      local.get $i
+      i32.const 1
+      i32.add
+      local.tee $i
+      i32.const 1000
+      i32.lt_u
+      br_if $l
+    end
+    local.get $sum
+    i32.const 5 i32.const 2 call_indirect (type $t)
+    i32.add
+    local.set $sum
+    i32.const 32 local.get $sum i32.store8
+    i32.const 33 i32.const 10 i32.store8
+    i32.const 0 i32.const 32 i32.store
+    i32.const 4 i32.const 2 i32.store
+    i32.const 1 i32.const 0 i32.const 1 i32.const 8 call $fd_write
+    drop))"#;
+
+#[test]
+fn call_indirect_from_a_continuation_calls_fastcalls_and_native_continuations_directly() {
+    let wasm = wat::parse_str(INDIRECT).unwrap();
+    let jobs = vec![WasiJob::default(); 4];
+    let engine = WasmtimeBackend::new(Default::default()).unwrap();
+    let setup = WasiSetup {
+        program_name: "indirect".into(),
+        max_memory_pages: FleetConfig::default().max_memory_pages,
+        ..WasiSetup::default()
+    };
+    let (expected, _) = engine.run_wasi(&wasm, &setup, &jobs).unwrap();
+    assert_eq!(expected[0].stdout.len(), 3, "{:?}", expected[0]);
+    assert_eq!(expected[0].stdout[0], b'!');
+
+    let kernel = KernelOptions {
+        calls: CallMode::Continuations,
+        memory_checks: MemoryChecks::Explicit,
+        ..KernelOptions::default()
+    };
+    // One kernel, and partitions of a few operators: there a target that lives in another
+    // partition than `_start` goes through the trampoline (and another launch), with the same
+    // results.
+    for partition_ops in [0, 12] {
+        let kernel = KernelOptions {
+            partition_ops,
+            ..kernel.clone()
+        };
+        let program = Arc::new(Program::compile(&wasm, &kernel, common::cpu().as_ref()).unwrap());
+        let config = WasiRunConfig {
+            fleet: FleetConfig {
+                num_vms: 4,
+                ..FleetConfig::default()
+            },
+            program_name: "indirect".into(),
+            preopens: Vec::new(),
+            allow_unknown_imports: false,
+        };
+        let (results, stats) = run_jobs_with_stats(program, &config, &jobs).unwrap();
+        assert_eq!(results, expected, "partitions of {partition_ops} operators");
+        assert_eq!(
+            stats.fleet.indirect_calls / 4,
+            1006,
+            "1,000 + $rec's 6 per VM"
+        );
+        let per_vm = stats.fleet.slow_calls / 4;
+        if partition_ops == 0 {
+            // Through the trampoline: the two hypercalls, the resumption of the call that
+            // yielded, and $rec's six calls (a call cycle) — not the 1,000 calls in the loop.
+            assert!((8..=16).contains(&per_vm), "{per_vm} slow calls per VM");
+        }
+    }
+}

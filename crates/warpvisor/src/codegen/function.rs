@@ -21,11 +21,13 @@ use std::fmt::Write;
 
 use wasmparser::{BlockType, Operator, ValType};
 
+use super::native::{NativeCalls, KIND_FASTCALL, KIND_NATIVE};
 use super::numeric;
 use super::{c_type, slot_suffix, tuple_name, CodegenError, ModuleContext};
 use crate::analysis::Liveness;
 use crate::limits;
 use continuation::LoopResumes;
+use continuation::NativeCall;
 use marks::{store_offset, StoreMarks};
 
 /// Deepest nesting that still indents: deeper code lines up at this depth, so that the text
@@ -62,9 +64,10 @@ pub(super) struct FunctionEmitter<'m, 'a> {
     cps: bool,
     /// The kernel makes direct calls: a continuation's body takes the VM context.
     direct: bool,
-    /// The continuations this one calls as C functions first ([`Self::yield_call`]): those of
-    /// its kernel on no call cycle (`kernel.rs`).
-    native_callees: &'m [bool],
+    /// The callees this function's calls reach as C functions first ([`Self::yield_call`]):
+    /// the continuations of its kernel on no call cycle, and which `call_indirect`s may reach
+    /// fastcalls and such continuations (`native.rs`).
+    native: &'m NativeCalls,
     results: Vec<ValType>,
     locals: Vec<ValType>,
     stack: Vec<ValType>,
@@ -95,7 +98,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         func: u32,
         guard: bool,
         direct: bool,
-        native_callees: &'m [bool],
+        native: &'m NativeCalls,
     ) -> Self {
         let ty = ctx.module.func_type(func);
         let mut locals: Vec<ValType> = ty.params().to_vec();
@@ -108,7 +111,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             func,
             cps: ctx.graph.yields[func as usize],
             direct,
-            native_callees,
+            native,
             results: ty.results().to_vec(),
             locals,
             stack: Vec::new(),
@@ -727,9 +730,15 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         if !self.cps {
             return Err(self.internal("fastcall calls a yielding function"));
         }
+        let args = self.call_args(ty.params());
+        let native = self.native.callees[callee as usize].then(|| NativeCall {
+            call: format!("wv_k{callee}(WV_CTX_ARGS)"),
+            guard: None,
+        });
         self.yield_call(
             &callee.to_string(),
-            self.native_callees[callee as usize],
+            native,
+            &args,
             ty.params(),
             ty.results(),
             &comment,
@@ -745,13 +754,39 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             "WV_CHECK(wv_table_func(f, vm, {table}, {index}, {sig}, &callee)); /* call_indirect (type {type_index}) */"
         ));
         if self.cps {
-            return self.yield_call(
+            // A fastcall target is called as the fastcalls' own call sites call it, a native
+            // continuation as `yield_call` calls one; the rest go through the trampoline.
+            let args = self.call_args(ty.params());
+            let base = self.stack.len();
+            let joined = self.resume_points + 1;
+            let fast = self.native.fast_sigs.contains(&sig);
+            if fast {
+                let code = self.plain_call(
+                    format!("wv_ci{sig}(WV_CTX_ARGS, callee"),
+                    &args,
+                    ty.results(),
+                );
+                self.stack.truncate(base); // yield_call pushes the same result slots again
+                self.line(&format!(
+                    "if (wv_callee_kind[callee] == {KIND_FASTCALL}) {{ {code} WV_AFTER_CALL(); goto wv_called_{joined}; }} /* a fastcall */"
+                ));
+            }
+            let native = self.native.native_sigs.contains(&sig).then(|| NativeCall {
+                call: format!("wv_cn{sig}(WV_CTX_ARGS, callee)"),
+                guard: Some(format!("wv_callee_kind[callee] == {KIND_NATIVE}")),
+            });
+            self.yield_call(
                 "callee",
-                false,
+                native,
+                &args,
                 ty.params(),
                 ty.results(),
                 "/* call_indirect */",
-            );
+            )?;
+            if fast {
+                self.body.push_str(&format!("wv_called_{joined}:;\n"));
+            }
+            return Ok(());
         }
         // The signature's dispatch function (`kernel::indirect_dispatch`) calls the target.
         let args = self.call_args(ty.params());

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use super::function::{fastcall_signature, sanitize_comment, FunctionEmitter};
+use super::native::{native_dispatch_signature, NativeCalls};
 use super::partition::{self, fastcall_closure};
 use super::{
     c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CallMode, CodegenError, Dialect,
@@ -136,7 +137,9 @@ fn emit_partition(
     fastcalls.extend(members.iter().filter(|&&f| !graph.yields[f as usize]));
     let mut bodies: BTreeSet<u32> = fastcalls.clone();
     bodies.extend(members.iter().filter(|&&f| graph.yields[f as usize]));
-    let dispatchers = indirect_dispatchers(ctx, &fastcalls);
+    let native = NativeCalls::plan(ctx, options, &bodies);
+    let mut dispatchers = indirect_dispatchers(ctx, &fastcalls);
+    dispatchers.extend(&native.fast_sigs);
 
     let mut out = String::new();
     let _ = writeln!(
@@ -236,25 +239,20 @@ fn emit_partition(
     for &s in &dispatchers {
         let _ = writeln!(out, "{};", dispatch_signature(ctx, s));
     }
+    for &s in &native.native_sigs {
+        let _ = writeln!(out, "{};", native_dispatch_signature(s));
+    }
+    if !native.fast_sigs.is_empty() || !native.native_sigs.is_empty() {
+        out.push_str(&native.kind_table(graph, &fastcalls));
+    }
     let guard = options.memory_checks == MemoryChecks::Guard;
     let direct = options.calls == CallMode::Direct;
-    // The continuations of this kernel that lie on no call cycle: its continuations call them
-    // as C functions first (`yield_call`), a chain as deep as the call graph and never
-    // unbounded, so devices without recursion compile it too.
-    let mut native_callees = vec![false; n];
-    if !direct {
-        for &f in &bodies {
-            let f = f as usize;
-            native_callees[f] =
-                f >= module.imported_funcs && graph.yields[f] && !graph.recursive[f];
-        }
-    }
     for (i, &f) in bodies.iter().enumerate() {
         out.push('\n');
         if (f as usize) < module.imported_funcs {
             out.push_str(&direct_import(ctx, f));
         } else {
-            out.push_str(&FunctionEmitter::new(ctx, f, guard, direct, &native_callees).emit()?);
+            out.push_str(&FunctionEmitter::new(ctx, f, guard, direct, &native).emit()?);
         }
         check_kernel_size(&out, || {
             format!("{} of its {} functions", i + 1, bodies.len())
@@ -267,6 +265,10 @@ fn emit_partition(
     }
     for &s in &dispatchers {
         out.push_str(&indirect_dispatch(ctx, s));
+        check_kernel_size(&out, || "its functions and call_indirect dispatch".into())?;
+    }
+    for &s in &native.native_sigs {
+        out.push_str(&native.dispatch(ctx, s));
         check_kernel_size(&out, || "its functions and call_indirect dispatch".into())?;
     }
 
@@ -373,9 +375,10 @@ fn dispatch_signature(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
     s
 }
 
-/// The dispatch of `call_indirect`s of signature `sig` from fastcalls: a `switch` over the
-/// possible targets (all fastcalls: a yielding target makes its callers yield), written once
-/// per signature rather than at every call site.
+/// The dispatch of `call_indirect`s of signature `sig` to fastcalls: a `switch` over the
+/// possible targets that are fastcalls (all of them for a fastcall's call sites: a yielding
+/// target makes its callers yield; continuations call it only for a target whose
+/// `wv_callee_kind` says fastcall), written once per signature rather than at every call site.
 fn indirect_dispatch(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
     let ty = &ctx.sigs.distinct[sig as usize];
     let args: String = (0..ty.params().len()).map(|i| format!(", l{i}")).collect();
@@ -390,6 +393,9 @@ fn indirect_dispatch(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
         "return "
     };
     for &t in ctx.graph.indirect_targets(sig) {
+        if ctx.graph.yields[t as usize] {
+            continue;
+        }
         let _ = write!(out, "    case {t}u: {ret}wv_f{t}(WV_CTX_ARGS{args});");
         out.push_str(if ret.is_empty() { " return;\n" } else { "\n" });
     }

@@ -10,6 +10,7 @@ mod cached;
 mod dialect;
 mod function;
 mod kernel;
+mod native;
 pub(crate) mod numeric;
 mod partition;
 

@@ -147,9 +147,8 @@ WV_FN void wv_mark_dirty(uint8_t *db, uint64_t ea, uint64_t n) {
  * entry shim that starts a VM's fastcalls keeps the context on its stack; with continuations
  * (every device) the trampoline keeps it for as long as it runs the VM, in private memory on
  * the GPU backends. */
-#define WV_CTX_GLOBALS (WV_NUM_GLOBALS > 0 ? WV_NUM_GLOBALS : 1)
 typedef struct wv_ctx {
-  uint64_t g[WV_CTX_GLOBALS];
+  uint64_t g[WV_NUM_GLOBALS];
   wv_fleet *f;
   WV_GLOBAL uint8_t *mb;
   uint8_t *db;

@@ -117,7 +117,7 @@ pub struct FunctionBlocks {
     /// Immediate post-dominator of each block (the exit: `blocks.len()`).
     pub ipdom: Vec<u32>,
     /// Whether the GPU backends compile it in continuation-passing style (it can reach an
-    /// import): its indirect calls and its calls of such functions that lie on a call cycle
+    /// import): its calls, direct or indirect, of such functions that lie on a call cycle
     /// ([`FunctionBlocks::recursive`]) go through the kernel's trampoline; it calls the others
     /// as C functions.
     #[serde(default)]

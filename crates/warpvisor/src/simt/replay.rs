@@ -77,10 +77,11 @@ impl Default for AnalysisConfig {
 #[serde(rename_all = "lowercase")]
 pub enum CallModel {
     /// As warpvisor's GPU backends compile a module: a function that can reach an import is
-    /// in continuation-passing style, and its calls of such functions, its indirect calls and
-    /// its returns go back to the kernel's trampoline, whose next round runs every lane's top
-    /// frame — lanes meet there at every such call and return, as at a hypercall's relaunch
-    /// (without leaving the kernel). Other calls are native.
+    /// in continuation-passing style, and its calls (direct or indirect) of such functions
+    /// that lie on a call cycle, and their returns, go back to the kernel's trampoline, whose
+    /// next round runs every lane's top frame — lanes meet there at every such call and
+    /// return, as at a hypercall's relaunch (without leaving the kernel). Other calls are
+    /// native.
     #[default]
     Continuations,
     /// Every call native, on a device call stack (ThreadFuser's model of CPU threads): a

@@ -628,13 +628,13 @@ fn route(
                     ));
                 }
             }
-            // In a function that yields, an indirect call and a call of a recursive function
-            // that yields push a frame for the trampoline (codegen's `yield_call`); other
-            // yielding callees are called as C functions and return to their caller directly.
+            // In a function that yields, a call (direct or indirect) of a recursive function
+            // that yields pushes a frame for the trampoline (codegen's `yield_call`); other
+            // callees are called as C functions and return to their caller directly
+            // (`codegen/native.rs`).
             let through_trampoline = continuations
                 && fb.yields
-                && (end == BlockEnd::CallIndirect
-                    || blocks.function(g).is_some_and(|c| c.yields && c.recursive));
+                && blocks.function(g).is_some_and(|c| c.yields && c.recursive);
             lane.frames.push((func, pc + 1, through_trampoline));
             lane.func = g;
             if through_trampoline {

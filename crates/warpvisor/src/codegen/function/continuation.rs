@@ -16,6 +16,14 @@ use wasmparser::ValType;
 use super::{sanitize_comment, slot_suffix, suffix_c_type, FunctionEmitter};
 use crate::codegen::{c_type, dead_return};
 
+/// How [`FunctionEmitter::yield_call`] first calls its callee as a C function.
+pub(crate) struct NativeCall {
+    /// The C call (`wv_k3(WV_CTX_ARGS)`).
+    pub call: String,
+    /// A C condition under which the call is made (else the trampoline runs the callee).
+    pub guard: Option<String>,
+}
+
 /// An inner loop with at most this many resume points gets one `case` per point at the header
 /// around it; one with more, a single range test.
 const CASES_PER_LOOP: u32 = 4;
@@ -109,22 +117,23 @@ impl FunctionEmitter<'_, '_> {
         }
     }
 
-    /// A call that may go through the trampoline: save live state, push the callee's frame,
-    /// return; resume here when the callee returns. With `native`, the callee (a continuation
-    /// of this kernel, `wv_k{fid}`) is first called as a C function on the frame pushed for
-    /// it: when it returns, the caller reads its results and goes on with its locals intact —
-    /// nothing saved, no trip through the trampoline; only when it yields (a hypercall, a
-    /// function of another partition, a trap) does the caller save its live state and return
-    /// too, to be resumed here by the trampoline like any other yield point.
+    /// A call that may go through the trampoline, with its arguments `args` already popped:
+    /// save live state, push the callee's frame, return; resume here when the callee returns.
+    /// With `native`, the callee (a continuation of this kernel) is first called as a C
+    /// function on the frame pushed for it (when its guard holds): when it returns, the caller
+    /// reads its results and goes on with its locals intact — nothing saved, no trip through
+    /// the trampoline; only when it yields (a hypercall, a function of another partition, a
+    /// trap) does the caller save its live state and return too, to be resumed here by the
+    /// trampoline like any other yield point.
     pub(super) fn yield_call(
         &mut self,
         fid: &str,
-        native: bool,
+        native: Option<NativeCall>,
+        args: &[String],
         params: &[ValType],
         results: &[ValType],
         comment: &str,
     ) -> Result<(), crate::codegen::CodegenError> {
-        let args = self.call_args(params);
         let base = self.stack.len();
         self.resume_points += 1;
         let k = self.resume_points;
@@ -180,16 +189,27 @@ impl FunctionEmitter<'_, '_> {
             let _ = write!(fetch, "{d} = wv_dec_{}(WV_RET({i})); ", slot_suffix(*ty));
         }
         fetch.push_str("msz = WV_MEM_BYTES();");
-        if native {
+        let is_native = native.is_some();
+        if let Some(NativeCall { call, guard }) = native {
             self.line(&format!("{comment} /* yield point {k}, called natively */"));
             self.line(&push);
-            self.line(&format!(
-                "{pass}WV_ENTER_NATIVE(nfp); wv_k{fid}(WV_CTX_ARGS);"
-            ));
-            self.line(&format!(
-                "if (WV_RETURNED(fp)) {{ {fetch} goto wv_returned_{k}; }}"
-            ));
-            self.line(&format!("{save}return; /* it yielded */"));
+            let native_call = format!(
+                "WV_ENTER_NATIVE(nfp); {call}; if (WV_RETURNED(fp)) {{ {fetch} goto wv_returned_{k}; }}"
+            );
+            match guard {
+                None => {
+                    self.line(&format!("{pass}{native_call}"));
+                    self.line(&format!("{save}return; /* it yielded */"));
+                }
+                Some(guard) => {
+                    self.line(&format!(
+                        "{pass}if ({guard}) {{ {native_call} }} else WV_ENTER(nfp);"
+                    ));
+                    self.line(&format!(
+                        "{save}return; /* it yielded, or goes through the trampoline */"
+                    ));
+                }
+            }
         } else {
             self.line(&format!("{comment} /* yield point {k} */"));
             if !save.is_empty() {
@@ -204,7 +224,7 @@ impl FunctionEmitter<'_, '_> {
             self.line(restore.trim_end());
         }
         self.line(&fetch);
-        if native {
+        if is_native {
             self.body.push_str(&format!("wv_returned_{k}:;\n"));
         }
         Ok(())
