@@ -11,7 +11,7 @@ use std::sync::Arc;
 use warpvisor::backend::wasmtime::{WasiSetup, WasmtimeBackend};
 use warpvisor::codegen::{CallMode, KernelOptions, MemoryChecks};
 use warpvisor::vmm::{FleetConfig, Program};
-use warpvisor::wasi::program::{run_jobs_with_stats, WasiRunConfig};
+use warpvisor::wasi::program::{run_jobs_with_stats, JobResult, WasiRunConfig, WasiStats};
 use warpvisor::wasi::WasiJob;
 
 /// `_start` sums `$mid(i)` for i in 0..1000 and writes the sum's low byte and "\n" to stdout.
@@ -73,36 +73,53 @@ const CHAIN: &str = r#"(module
     i32.const 1 i32.const 0 i32.const 1 i32.const 8 call $fd_write
     drop))"#;
 
+/// What wasmtime makes of `jobs` of program `wasm`.
+fn on_wasmtime(wasm: &[u8], name: &str, jobs: &[WasiJob]) -> Vec<JobResult> {
+    let engine = WasmtimeBackend::new(Default::default()).unwrap();
+    let setup = WasiSetup {
+        program_name: name.into(),
+        max_memory_pages: FleetConfig::default().max_memory_pages,
+        ..WasiSetup::default()
+    };
+    engine.run_wasi(wasm, &setup, jobs).unwrap().0
+}
+
+/// `jobs` of program `wasm` on `cpu` with continuations (explicit memory checks) and kernel
+/// partitions of `partition_ops` operators, one VM per job: the results and the run's stats.
+fn on_cpu_with_continuations(
+    wasm: &[u8],
+    name: &str,
+    jobs: &[WasiJob],
+    partition_ops: u32,
+) -> (Vec<JobResult>, WasiStats) {
+    let kernel = KernelOptions {
+        calls: CallMode::Continuations,
+        memory_checks: MemoryChecks::Explicit,
+        partition_ops,
+        ..KernelOptions::default()
+    };
+    let program = Arc::new(Program::compile(wasm, &kernel, common::cpu().as_ref()).unwrap());
+    let config = WasiRunConfig {
+        fleet: FleetConfig {
+            num_vms: jobs.len() as u32,
+            ..FleetConfig::default()
+        },
+        program_name: name.into(),
+        preopens: Vec::new(),
+        allow_unknown_imports: false,
+    };
+    run_jobs_with_stats(program, &config, jobs).unwrap()
+}
+
 #[test]
 fn calls_that_do_not_yield_skip_the_trampoline_and_one_that_does_resumes_its_chain() {
     let wasm = wat::parse_str(CHAIN).unwrap();
     let jobs = vec![WasiJob::default(); 4];
-    let engine = WasmtimeBackend::new(Default::default()).unwrap();
-    let setup = WasiSetup {
-        program_name: "chain".into(),
-        max_memory_pages: FleetConfig::default().max_memory_pages,
-        ..WasiSetup::default()
-    };
-    let (expected, _) = engine.run_wasi(&wasm, &setup, &jobs).unwrap();
+    let expected = on_wasmtime(&wasm, "chain", &jobs);
     assert_eq!(expected[0].stdout.len(), 4, "{:?}", expected[0]);
     assert_eq!(&expected[0].stdout[..2], b"!!");
 
-    let kernel = KernelOptions {
-        calls: CallMode::Continuations,
-        memory_checks: MemoryChecks::Explicit,
-        ..KernelOptions::default()
-    };
-    let program = Arc::new(Program::compile(&wasm, &kernel, common::cpu().as_ref()).unwrap());
-    let config = WasiRunConfig {
-        fleet: FleetConfig {
-            num_vms: 4,
-            ..FleetConfig::default()
-        },
-        program_name: "chain".into(),
-        preopens: Vec::new(),
-        allow_unknown_imports: false,
-    };
-    let (results, stats) = run_jobs_with_stats(program, &config, &jobs).unwrap();
+    let (results, stats) = on_cpu_with_continuations(&wasm, "chain", &jobs, 0);
     assert_eq!(results, expected);
     // Per VM: 3,000 calls of continuations (each a slow call before); through the trampoline
     // only the three hypercalls and, twice, the resumption of the chain that yielded ($leaf
@@ -178,40 +195,15 @@ const INDIRECT: &str = r#"(module
 fn call_indirect_from_a_continuation_calls_fastcalls_and_native_continuations_directly() {
     let wasm = wat::parse_str(INDIRECT).unwrap();
     let jobs = vec![WasiJob::default(); 4];
-    let engine = WasmtimeBackend::new(Default::default()).unwrap();
-    let setup = WasiSetup {
-        program_name: "indirect".into(),
-        max_memory_pages: FleetConfig::default().max_memory_pages,
-        ..WasiSetup::default()
-    };
-    let (expected, _) = engine.run_wasi(&wasm, &setup, &jobs).unwrap();
+    let expected = on_wasmtime(&wasm, "indirect", &jobs);
     assert_eq!(expected[0].stdout.len(), 3, "{:?}", expected[0]);
     assert_eq!(expected[0].stdout[0], b'!');
 
-    let kernel = KernelOptions {
-        calls: CallMode::Continuations,
-        memory_checks: MemoryChecks::Explicit,
-        ..KernelOptions::default()
-    };
     // One kernel, and partitions of a few operators: there a target that lives in another
     // partition than `_start` goes through the trampoline (and another launch), with the same
     // results.
     for partition_ops in [0, 12] {
-        let kernel = KernelOptions {
-            partition_ops,
-            ..kernel.clone()
-        };
-        let program = Arc::new(Program::compile(&wasm, &kernel, common::cpu().as_ref()).unwrap());
-        let config = WasiRunConfig {
-            fleet: FleetConfig {
-                num_vms: 4,
-                ..FleetConfig::default()
-            },
-            program_name: "indirect".into(),
-            preopens: Vec::new(),
-            allow_unknown_imports: false,
-        };
-        let (results, stats) = run_jobs_with_stats(program, &config, &jobs).unwrap();
+        let (results, stats) = on_cpu_with_continuations(&wasm, "indirect", &jobs, partition_ops);
         assert_eq!(results, expected, "partitions of {partition_ops} operators");
         assert_eq!(
             stats.fleet.indirect_calls / 4,
