@@ -202,7 +202,6 @@ WV_FN void wv_ctx_leave(wv_ctx *c) {
   if (c->tn) wv_trace_flush(c);
 #endif
 }
-#define WV_GLOBALS_VIEW() do { } while (0)
 #define WV_G(i) c->g[(i)]
 /* Every function keeps its VM's memory view in locals: a store through a byte pointer may
  * alias anything, so reading c->mb at each access would reload it after every store. */

@@ -257,21 +257,14 @@ impl FunctionEmitter<'_, '_> {
                 "/* func {} \"{name}\" {sig}: continuation, frame of {frame_words} words */",
                 self.func
             );
-            if self.direct {
-                // Its body takes the VM context, as the fastcalls it calls do; the trampoline
-                // enters it through `wv_k{N}` below.
-                let _ = writeln!(
-                    out,
-                    "WV_FUNC void wv_kb{}(WV_CTX_PARAMS) {{\n  WV_CTX_VIEW();",
-                    self.func
-                );
-            } else {
-                let _ = writeln!(
-                    out,
-                    "WV_FUNC void wv_k{}(WV_CTX_PARAMS) {{\n  WV_CTX_VIEW();",
-                    self.func
-                );
-            }
+            // With direct calls the trampoline enters the body through `wv_k{N}` below, which
+            // makes the VM context and the unwind point; with continuations it is `wv_k{N}`.
+            let body = if self.direct { "kb" } else { "k" };
+            let _ = writeln!(
+                out,
+                "WV_FUNC void wv_{body}{}(WV_CTX_PARAMS) {{\n  WV_CTX_VIEW();",
+                self.func
+            );
         } else {
             let _ = writeln!(out, "/* func {} \"{name}\" {sig}: fastcall */", self.func);
             let _ = writeln!(out, "{} {{", super::fastcall_signature(self.ctx, self.func));
@@ -279,7 +272,7 @@ impl FunctionEmitter<'_, '_> {
         }
         out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
         out.push_str("  uint64_t msz = WV_MEM_BYTES();\n");
-        out.push_str("  WV_MEM_VIEW();\n  WV_GLOBALS_VIEW();\n");
+        out.push_str("  WV_MEM_VIEW();\n");
         if self.ctx.blocks.is_some() {
             out.push_str("  WV_TRACE_LOCALS();\n");
         }
