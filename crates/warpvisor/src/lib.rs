@@ -16,6 +16,7 @@ pub mod frontend;
 pub mod jobs;
 pub mod layout;
 pub mod limits;
+pub mod profile;
 pub mod ptx;
 pub mod riscv;
 pub mod runner;

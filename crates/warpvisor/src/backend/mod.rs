@@ -157,6 +157,13 @@ pub trait Kernel: Send + Sync {
         let _ = (num_vms, per_vm, largest_per_vm);
         Ok(())
     }
+
+    /// A counting kernel's call-site counters so far (`KernelOptions::count_calls`:
+    /// `profile::WORDS_PER_SITE` words per call site of the module, shared by every fleet the
+    /// kernel runs); `None` for other kernels.
+    fn call_counts(&self) -> Option<Vec<u64>> {
+        None
+    }
 }
 
 /// The kernel lines a compiler log's errors point at: `FILE:LINE:COL: error` (OpenCL, GCC) or

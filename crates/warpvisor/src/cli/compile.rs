@@ -23,6 +23,10 @@ pub struct CompileArgs {
     /// Output file (default: standard output).
     #[arg(short, long)]
     output: Option<PathBuf>,
+    /// A call profile of the module (`warpvisor profile`): hot call_indirect targets become
+    /// guarded direct calls, and partitions keep the calls that ran most together.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
     #[command(flatten)]
     fleet: FleetArgs,
 }
@@ -38,6 +42,9 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
         _ => BackendKind::Cpu,
     };
     let mut options = args.fleet.kernel_for(kind);
+    if let Some(path) = &args.profile {
+        options.profile = Some(super::profile::load_profile(path, &binary)?);
+    }
     if warpvisor::serve::guest_api::is_resident(&module) {
         // The kernel `warpvisor serve` builds for it.
         options = warpvisor::serve::guest_api::resident_kernel(options);

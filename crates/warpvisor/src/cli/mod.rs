@@ -2,6 +2,7 @@
 
 mod compile;
 mod devices;
+mod profile;
 mod progress;
 mod ptx;
 mod riscv;
@@ -83,6 +84,9 @@ enum Command {
     Ptx(ptx::PtxCommand),
     /// Serve a WASI program over HTTP: one request per job, batched onto a resident fleet.
     Serve(serve::ServeArgs),
+    /// Record a call profile: run jobs on a kernel that counts every call site's calls and
+    /// every call_indirect's targets, for `run --profile` and `compile --profile`.
+    Profile(profile::ProfileArgs),
     /// Predict SIMT behaviour: trace a fleet's VMs, replay them in warps.
     #[command(subcommand)]
     Simt(simt::SimtCommand),
@@ -191,6 +195,8 @@ impl FleetArgs {
             memory_checks: MemoryChecks::Explicit,
             trace: false,
             parking_imports: Vec::new(),
+            count_calls: false,
+            profile: None,
         };
         options.memory_checks = self
             .memory_checks
@@ -421,6 +427,7 @@ pub fn main() -> i32 {
         Command::Ptx(c) => ptx::run(c),
         Command::Serve(a) => serve::run(a),
         Command::Simt(c) => simt::run(c),
+        Command::Profile(a) => profile::run(a),
         Command::Riscv(c) => riscv::run(c),
     };
     match result {

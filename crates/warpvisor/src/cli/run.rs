@@ -20,6 +20,7 @@ use warpvisor::simt::Report;
 use warpvisor::vmm::Outcome;
 use warpvisor::wasi::program::{self, WasiRunConfig};
 use warpvisor::wasi::{Stdin, WasiJob};
+use wasmparser::ValType;
 
 /// Arguments of `warpvisor run`.
 #[derive(Args)]
@@ -57,6 +58,11 @@ pub struct RunArgs {
     /// and cuda then use unless --interleave is given.
     #[arg(long)]
     analyze: bool,
+    /// A call profile of the module (`warpvisor profile`): hot call_indirect targets become
+    /// guarded direct calls, and partitions keep the calls that ran most together (kernel
+    /// backends).
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
     #[command(flatten)]
     fleet: FleetArgs,
     /// Arguments of the function (without --jobs: every VM gets these).
@@ -82,6 +88,15 @@ pub(super) struct WasiArgs {
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let bytes = read_file(&args.module)?;
     let (mut executor, why) = args.fleet.executor()?;
+    if let Some(path) = &args.profile {
+        let profile = super::profile::load_profile(path, &bytes)?;
+        match &mut executor {
+            Executor::Fleet { kernel, .. } => kernel.profile = Some(profile),
+            Executor::Wasmtime(_) => anyhow::bail!(
+                "--profile shapes the kernels of the cpu, opencl and cuda backends; wasmtime                  builds none"
+            ),
+        }
+    }
     if args.stats {
         match why {
             Some(why) => errln!("backend: {} (auto: {why})", executor.name()),
@@ -96,31 +111,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<i32> {
         anyhow::bail!("the module has no exported function `{invoke}`");
     };
     let params = ty.params().to_vec();
-    let jobs: Vec<Vec<warpvisor::vmm::Value>> = match &args.jobs {
-        Some(path) => read_lines(path)?
-            .into_iter()
-            .map(|(n, line)| {
-                parse_job(&line, &params)
-                    .map_err(|e| anyhow::anyhow!("{} line {n}: {e}", path.display()))
-            })
-            .collect::<anyhow::Result<_>>()?,
-        None => {
-            if args.args.len() != params.len() {
-                anyhow::bail!(
-                    "`{invoke}` takes {} arguments, {} given after --",
-                    params.len(),
-                    args.args.len()
-                );
-            }
-            let one = args
-                .args
-                .iter()
-                .zip(&params)
-                .map(|(a, t)| parse_arg(a, *t))
-                .collect::<Result<Vec<_>, _>>()?;
-            vec![one; args.vms as usize]
-        }
-    };
+    let jobs = invoke_jobs(args.jobs.as_deref(), &args.args, &invoke, &params, args.vms)?;
     if args.analyze {
         let backend = analysis_backend(&args)?;
         let fleet = args.fleet.fleet(args.vms);
@@ -410,4 +401,37 @@ fn result_writer(path: Option<&PathBuf>) -> anyhow::Result<Box<dyn Write>> {
         )),
         None => Box::new(std::io::BufWriter::new(super::stdout())),
     })
+}
+
+/// The argument lists of calls of export `func` taking `params`: one per line of the jobs file
+/// `jobs`, or `args` (the arguments after `--`) once per VM of `vms`.
+pub(super) fn invoke_jobs(
+    jobs: Option<&Path>,
+    args: &[String],
+    func: &str,
+    params: &[ValType],
+    vms: u32,
+) -> anyhow::Result<Vec<Vec<warpvisor::vmm::Value>>> {
+    if let Some(path) = jobs {
+        return read_lines(path)?
+            .into_iter()
+            .map(|(n, line)| {
+                parse_job(&line, params)
+                    .map_err(|e| anyhow::anyhow!("{} line {n}: {e}", path.display()))
+            })
+            .collect();
+    }
+    if args.len() != params.len() {
+        anyhow::bail!(
+            "`{func}` takes {} arguments, {} given after --",
+            params.len(),
+            args.len()
+        );
+    }
+    let one = args
+        .iter()
+        .zip(params)
+        .map(|(a, t)| parse_arg(a, *t))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(vec![one; vms as usize])
 }

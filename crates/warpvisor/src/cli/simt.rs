@@ -5,10 +5,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::run::{parse_dirs, parse_env, program_name, read_lines, wasi_jobs};
+use super::run::{invoke_jobs, parse_dirs, parse_env, program_name, wasi_jobs};
 use super::{errln, read_file, MAX_MEMORY_PAGES, MAX_VMS};
 use warpvisor::backend::cpu::CpuBackend;
-use warpvisor::jobs::{parse_arg, parse_job};
 use warpvisor::simt::tracer::{trace_invoke, trace_wasi, traced_program};
 use warpvisor::simt::{analyze, AnalysisConfig, CallModel, Cfg, Grouping, Report, Trace};
 use warpvisor::vmm::FleetConfig;
@@ -138,31 +137,7 @@ fn trace(args: TraceArgs) -> anyhow::Result<i32> {
                 anyhow::bail!("the module has no exported function `{func}`");
             };
             let params = ty.params().to_vec();
-            let jobs = match &args.jobs {
-                Some(path) => read_lines(path)?
-                    .into_iter()
-                    .map(|(n, line)| {
-                        parse_job(&line, &params)
-                            .map_err(|e| anyhow::anyhow!("{} line {n}: {e}", path.display()))
-                    })
-                    .collect::<anyhow::Result<Vec<_>>>()?,
-                None => {
-                    if args.args.len() != params.len() {
-                        anyhow::bail!(
-                            "`{func}` takes {} arguments, {} given after --",
-                            params.len(),
-                            args.args.len()
-                        );
-                    }
-                    let one = args
-                        .args
-                        .iter()
-                        .zip(&params)
-                        .map(|(a, t)| parse_arg(a, *t))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    vec![one; args.vms as usize]
-                }
-            };
+            let jobs = invoke_jobs(args.jobs.as_deref(), &args.args, func, &params, args.vms)?;
             let max_words = total_words / jobs.len().max(1);
             let (outcomes, trace) = trace_invoke(&binary, program, func, fleet, &jobs, max_words)?;
             let trapped = outcomes

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
+use super::devirt::ConstantSlots;
 use super::function::{fastcall_signature, sanitize_comment, FunctionEmitter};
 use super::native::{native_dispatch_signature, NativeCalls};
 use super::partition::{self, fastcall_closure};
@@ -17,6 +18,7 @@ use crate::abi;
 use crate::analysis::{CallGraph, Signatures};
 use crate::frontend::Module;
 use crate::limits;
+use crate::profile::{CallSites, ProfileIndex, WORDS_PER_SITE};
 use crate::simt::BlockTable;
 
 /// Marks a function no partition starts.
@@ -67,11 +69,25 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
         }
         true => Some(BlockTable::of(module).map_err(|e| CodegenError::Limit(e.to_string()))?),
     };
+    if options.count_calls && !direct {
+        return Err(CodegenError::Limit(
+            "counting calls needs direct calls (--calls direct, the cpu backend)".into(),
+        ));
+    }
+    let counted = options.count_calls.then(|| CallSites::of(module));
+    let profile = options
+        .profile
+        .as_ref()
+        .map(|p| ProfileIndex::new(module, p));
+    let constant_slots = ConstantSlots::of(module);
     let ctx = ModuleContext {
         module,
         sigs: &sigs,
         graph: &graph,
         blocks: blocks.as_ref(),
+        counted_sites: counted.as_ref(),
+        profile: profile.as_ref(),
+        constant_slots: &constant_slots,
     };
     let layout = kernel_layout(module, options)?;
     let dispatchable = partition::dispatchable(module, &graph);
@@ -174,6 +190,15 @@ fn emit_partition(
         "#define WV_TRACE_WORDS {}u",
         crate::simt::KERNEL_TRACE_WORDS
     );
+    let _ = writeln!(
+        out,
+        "#define WV_PROFILE {}",
+        u8::from(ctx.counted_sites.is_some())
+    );
+    if let Some(sites) = ctx.counted_sites {
+        let _ = writeln!(out, "#define WV_PROFILE_SITES {}u", sites.total().max(1));
+        let _ = writeln!(out, "#define WV_PROFILE_WORDS {}u", WORDS_PER_SITE);
+    }
     let _ = writeln!(out, "#define WV_NUM_FUNCS {n}u");
     let _ = writeln!(
         out,

@@ -7,6 +7,7 @@
 //! (`dialect.rs`), not in the emitter.
 
 mod cached;
+mod devirt;
 mod dialect;
 mod function;
 mod kernel;
@@ -22,7 +23,9 @@ use wasmparser::ValType;
 
 use crate::analysis::{CallGraph, Signatures};
 use crate::frontend::Module;
+use crate::profile::{CallSites, ProfileIndex};
 use crate::simt::BlockTable;
+use devirt::ConstantSlots;
 
 /// The runtime shared by every kernel.
 pub const PRELUDE: &str = include_str!("prelude.h");
@@ -84,6 +87,15 @@ pub struct KernelOptions {
     /// every import leaves the kernel.
     #[serde(default)]
     pub parking_imports: Vec<crate::frontend::ImportName>,
+    /// Count every call site's calls and every `call_indirect`'s targets for `warpvisor
+    /// profile` (direct calls, host C only). Off, kernels hold no counting code at all.
+    #[serde(default)]
+    pub count_calls: bool,
+    /// A call profile of the module (`warpvisor profile`, `--profile FILE`): hot
+    /// `call_indirect` targets become guarded direct calls, and the partition planner weighs
+    /// call edges by what ran.
+    #[serde(default)]
+    pub profile: Option<crate::profile::CallProfile>,
 }
 
 /// How a kernel keeps each memory access inside its VM's memory.
@@ -201,6 +213,8 @@ impl Default for KernelOptions {
             memory_checks: MemoryChecks::Explicit,
             trace: false,
             parking_imports: Vec::new(),
+            count_calls: false,
+            profile: None,
         }
     }
 }
@@ -240,6 +254,12 @@ pub(crate) struct ModuleContext<'m, 'a> {
     pub graph: &'m CallGraph,
     /// The basic blocks a traced kernel records (`KernelOptions::trace`).
     pub blocks: Option<&'m BlockTable>,
+    /// The call sites a counting kernel counts (`KernelOptions::count_calls`).
+    pub counted_sites: Option<&'m CallSites>,
+    /// The call profile the kernel is built for (`KernelOptions::profile`).
+    pub profile: Option<&'m ProfileIndex<'m>>,
+    /// Table slots that never change after instantiation (`devirt.rs`).
+    pub constant_slots: &'m ConstantSlots,
 }
 
 /// C type of a WebAssembly value type (references are 32-bit).

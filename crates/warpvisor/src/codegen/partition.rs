@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use wasmparser::Operator;
 
-use super::{CodegenError, ModuleContext};
+use super::{devirt, CodegenError, ModuleContext};
 use crate::analysis::CallGraph;
 use crate::frontend::{ExportKind, Module};
 use crate::limits;
@@ -181,10 +181,12 @@ fn plan_within(
     }
     let edges = slow_call_edges(ctx, &slot_of);
     let clusters = cluster(ctx, &starts, &edges, budget, &mut work)?;
-    // Callers' hot callees, by function: (callee, weight).
+    // Callers' hot callees, by function: (callee, weight). Profiled, an edge is hot when it
+    // ran at least once per job.
+    let hot_weight = ctx.profile.map_or(IN_LOOP, |p| p.jobs);
     let mut hot: BTreeMap<u32, Vec<(u32, u64)>> = BTreeMap::new();
     for &(a, b, w) in &edges {
-        if w >= IN_LOOP {
+        if w >= hot_weight {
             hot.entry(starts[a]).or_default().push((starts[b], w));
         }
     }
@@ -294,7 +296,7 @@ fn pack(
 /// hot callees of those copies, and so on — while the code stays within twice the larger of
 /// `budget` and `home`'s own code. (Static weights
 /// compare call sites within one caller well and across call chains badly, so distance in the
-/// call chain decides first.)
+/// call chain decides first; a profile's counts compare everywhere, so then only they do.)
 fn with_hot_callees(
     ctx: &ModuleContext<'_, '_>,
     home: &[u32],
@@ -314,6 +316,8 @@ fn with_hot_callees(
         .flat_map(|f| hot.get(f).into_iter().flatten())
         .map(|&(callee, w)| (Reverse(1), w, Reverse(callee)))
         .collect();
+    // Profiled weights are counts: every copy is one step away.
+    let step = u32::from(ctx.profile.is_none());
     while let Some((Reverse(distance), _, Reverse(callee))) = queue.pop() {
         if starts.contains(&callee) {
             continue;
@@ -327,14 +331,16 @@ fn with_hot_callees(
         code.extend(brings);
         starts.insert(callee);
         for &(next, w) in hot.get(&callee).into_iter().flatten() {
-            queue.push((Reverse(distance + 1), w, Reverse(next)));
+            queue.push((Reverse(distance + step), w, Reverse(next)));
         }
     }
     Ok(starts.into_iter().collect())
 }
 
 /// The slow-call edges between dispatchable functions as `(caller slot, callee slot, weight)`,
-/// heaviest first (ties in a fixed order, so that plans are reproducible).
+/// heaviest first (ties in a fixed order, so that plans are reproducible). With a call profile
+/// an edge weighs the calls it made in the profiling run (a `call_indirect`, on the targets it
+/// reached); without, the estimate below.
 ///
 /// A `call_indirect` weighs on every possible target of its signature. The call sites of one
 /// caller are summed per signature before they are spread over the targets, and when callers
@@ -353,8 +359,24 @@ fn slow_call_edges(ctx: &ModuleContext<'_, '_>, slot_of: &[usize]) -> Vec<(usize
         }
         let mut loops: Vec<bool> = Vec::new();
         let mut depth = 0u32;
-        for op in &body.ops {
-            let w = 8u64.pow(depth.min(MAX_DEPTH));
+        let from = slot_of[f];
+        let mut add = |to: usize, w: u64| {
+            if to != usize::MAX && to != from {
+                *weights.entry((from, to)).or_default() += w;
+            }
+        };
+        for (i, op) in body.ops.iter().enumerate() {
+            let site = ctx.profile.map(|p| p.at(f as u32, i));
+            let w = match site {
+                Some(site) => site.map_or(0, |s| s.calls),
+                None => 8u64.pow(depth.min(MAX_DEPTH)),
+            };
+            // A call_indirect of a slot that never changes is a call (`devirt.rs`).
+            let constant = match op {
+                Operator::CallIndirect { table_index, .. } => devirt::constant_index(&body.ops, i)
+                    .and_then(|k| ctx.constant_slots.target(*table_index, k)),
+                _ => None,
+            };
             match op {
                 Operator::Block { .. } | Operator::If { .. } => loops.push(false),
                 Operator::Loop { .. } => {
@@ -363,15 +385,26 @@ fn slow_call_edges(ctx: &ModuleContext<'_, '_>, slot_of: &[usize]) -> Vec<(usize
                 }
                 Operator::End => depth -= u32::from(loops.pop() == Some(true)),
                 Operator::Call { function_index } if ctx.graph.yields[*function_index as usize] => {
-                    let to = slot_of[*function_index as usize];
-                    if to != usize::MAX && to != slot_of[f] {
-                        *weights.entry((slot_of[f], to)).or_default() += w;
+                    add(slot_of[*function_index as usize], w);
+                }
+                Operator::CallIndirect { .. } if constant.is_some() => {
+                    if let Some(t) = constant.filter(|&t| ctx.graph.yields[t as usize]) {
+                        add(slot_of[t as usize], w);
                     }
                 }
-                Operator::CallIndirect { type_index, .. } => {
-                    let sig = ctx.sigs.of_type[*type_index as usize];
-                    *indirect.entry((slot_of[f], sig)).or_default() += w;
-                }
+                Operator::CallIndirect { type_index, .. } => match site {
+                    Some(site) => {
+                        for t in site.iter().flat_map(|s| &s.targets) {
+                            if let Some(&to) = slot_of.get(t.func as usize) {
+                                add(to, t.calls);
+                            }
+                        }
+                    }
+                    None => {
+                        let sig = ctx.sigs.of_type[*type_index as usize];
+                        *indirect.entry((from, sig)).or_default() += w;
+                    }
+                },
                 _ => {}
             }
         }
@@ -403,7 +436,11 @@ fn slow_call_edges(ctx: &ModuleContext<'_, '_>, slot_of: &[usize]) -> Vec<(usize
             }
         }
     }
-    let freq = call_frequencies(slot_of.len(), &weights);
+    // Profiled weights are counts already.
+    let freq = match ctx.profile {
+        Some(_) => vec![1; slot_of.len()],
+        None => call_frequencies(slot_of.len(), &weights),
+    };
     let mut edges: Vec<(usize, usize, u64)> = weights
         .into_iter()
         .map(|((a, b), w)| (a, b, freq[a].saturating_mul(w)))
@@ -478,26 +515,32 @@ fn call_frequencies(slots: usize, weights: &BTreeMap<(usize, usize), u64>) -> Ve
 mod tests {
     use super::*;
     use crate::analysis::Signatures;
+    use crate::profile::{CallProfile, ProfileIndex, SiteCount, TargetCount};
 
     /// The plan of `wat` with the budget `budget` picks from its functions' sizes.
     fn plan_wat(wat: &str, budget: impl Fn(&[usize]) -> u32) -> Vec<Partition> {
-        plan_wat_within(wat, budget, limits::MAX_PLAN_WORK).unwrap()
+        plan_wat_within(wat, budget, limits::MAX_PLAN_WORK, None).unwrap()
     }
 
     fn plan_wat_within(
         wat: &str,
         budget: impl Fn(&[usize]) -> u32,
         work: usize,
+        profile: Option<&CallProfile>,
     ) -> Result<Vec<Partition>, CodegenError> {
         let binary = wat::parse_str(wat).unwrap();
         let module = crate::frontend::load(&binary).unwrap();
         let sigs = Signatures::new(&module);
         let graph = CallGraph::new(&module, &sigs);
+        let index = profile.map(|p| ProfileIndex::new(&module, p));
         let ctx = ModuleContext {
             module: &module,
             sigs: &sigs,
             graph: &graph,
             blocks: None,
+            counted_sites: None,
+            profile: index.as_ref(),
+            constant_slots: &Default::default(),
         };
         let sizes: Vec<usize> = (0..module.funcs.len() as u32)
             .map(|f| cost(&module, f))
@@ -517,9 +560,9 @@ mod tests {
             .map(|i| format!("(func $c{i} (export \"c{i}\") (call $hub) (call $c{i}))"))
             .collect();
         let wat = format!("(module {leaves} (func $hub {hub_body}) {callers})");
-        let e = plan_wat_within(&wat, |_| 1_000, 100).expect_err("over the limit");
+        let e = plan_wat_within(&wat, |_| 1_000, 100, None).expect_err("over the limit");
         assert!(e.to_string().contains("MAX_PLAN_WORK"), "{e}");
-        assert!(plan_wat_within(&wat, |_| 1_000, 10_000).is_ok());
+        assert!(plan_wat_within(&wat, |_| 1_000, 10_000, None).is_ok());
     }
 
     /// Three recursive (hence continuation) functions of 40-odd operators each: `$hot` calls
@@ -664,5 +707,62 @@ mod tests {
         );
         assert_eq!(parts[1].home, vec![1, 2]);
         assert_eq!(parts[1].starts, vec![1, 2]);
+    }
+
+    /// Three recursive continuations of one type that `main` reaches through one
+    /// `call_indirect` in a loop, and room to copy only one of them into `main`'s partition:
+    /// without a profile the estimate spreads the call evenly and the first is copied; with a
+    /// profile that says the third took every call, the third is.
+    #[test]
+    fn a_profile_decides_which_callee_is_copied_next_to_its_caller() {
+        let target = |name: &str| {
+            format!(
+                "(func ${name} (type $t) (if (result i32) (i32.eqz (local.get 0)) (then (i32.const 0))
+                   (else (i32.add (call ${name} (i32.sub (local.get 0) (i32.const 1)))
+                                  (i32.add (i32.const 1) (i32.const 2))))))"
+            )
+        };
+        let wat = format!(
+            r#"(module (type $t (func (param i32) (result i32)))
+              (table 3 funcref) (elem (i32.const 0) $a $b $c)
+              {} {} {}
+              (func $main (export "main") (param $i i32) (result i32) (local $acc i32)
+                (loop $l
+                  (local.set $acc (call_indirect (type $t) (local.get $acc) (local.get $i)))
+                  (br_if $l (local.tee $i (i32.sub (local.get $i) (i32.const 1)))))
+                (local.get $acc)))"#,
+            target("a"),
+            target("b"),
+            target("c")
+        );
+        // Budget: a target alone; main's partition may then hold main and one copy.
+        let budget = |sizes: &[usize]| sizes[0] as u32 + 1;
+        let main_starts = |plan: &[Partition]| {
+            plan.iter()
+                .find(|p| p.home.contains(&3))
+                .map(|p| p.starts.clone())
+                .unwrap()
+        };
+        let binary = wat::parse_str(&wat).unwrap();
+        let starts = main_starts(&plan_wat(&wat, budget));
+        assert!(starts.contains(&0) && !starts.contains(&2), "{starts:?}");
+        let profile = CallProfile {
+            format: crate::profile::FORMAT.into(),
+            module: crate::profile::module_hash(&binary),
+            jobs: 1,
+            sites: vec![SiteCount {
+                func: 3,
+                site: 0,
+                calls: 1000,
+                targets: vec![TargetCount {
+                    func: 2,
+                    calls: 1000,
+                }],
+                other: 0,
+            }],
+        };
+        let plan = plan_wat_within(&wat, budget, limits::MAX_PLAN_WORK, Some(&profile)).unwrap();
+        let starts = main_starts(&plan);
+        assert!(starts.contains(&2) && !starts.contains(&0), "{starts:?}");
     }
 }

@@ -534,6 +534,32 @@ static __attribute__((noinline, cold)) void wv_trace_flush(wv_ctx *c) {
   tr[(k)] = t_ > 0xffffffffu ? 0xffffffffu : (uint32_t)t_; } while (0)
 #endif
 
+#if WV_PROFILE
+/* Call counting (warpvisor profile, profile/mod.rs): WV_PROFILE_WORDS counters per call site
+ * of the module — its calls, then for a call_indirect up to four (target + 1, calls) pairs and
+ * the calls to any further target. Workers share them: relaxed atomics. */
+static uint64_t wv_profile_words[WV_PROFILE_SITES * WV_PROFILE_WORDS];
+uint64_t *wv_profile_counts(void) { return wv_profile_words; }
+#define WV_PROFILE_CALL(site) \
+  __atomic_fetch_add(&wv_profile_words[(uint64_t)(site) * WV_PROFILE_WORDS], 1, __ATOMIC_RELAXED)
+static __attribute__((noinline)) void wv_profile_indirect(uint32_t site, uint32_t callee) {
+  uint64_t *w = &wv_profile_words[(uint64_t)site * WV_PROFILE_WORDS];
+  const uint64_t want = (uint64_t)callee + 1;
+  __atomic_fetch_add(&w[0], 1, __ATOMIC_RELAXED);
+  for (uint32_t k = 0; k < (WV_PROFILE_WORDS - 2) / 2; k++) {
+    uint64_t seen = __atomic_load_n(&w[1 + 2 * k], __ATOMIC_RELAXED);
+    if (seen == 0 && __atomic_compare_exchange_n(&w[1 + 2 * k], &seen, want, 0, __ATOMIC_RELAXED,
+                                                 __ATOMIC_RELAXED))
+      seen = want;
+    if (seen == want) {
+      __atomic_fetch_add(&w[2 + 2 * k], 1, __ATOMIC_RELAXED);
+      return;
+    }
+  }
+  __atomic_fetch_add(&w[WV_PROFILE_WORDS - 1], 1, __ATOMIC_RELAXED);
+}
+#endif
+
 /* Recursion runs on the worker's native stack: a frame below the floor wv_launch set traps.
  * On x86-64 the check reads the stack pointer itself: __builtin_frame_address(0) would give
  * every recursive function a frame pointer (fib micro 0.105 -> 0.103 s). Not a global register

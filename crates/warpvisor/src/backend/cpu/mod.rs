@@ -72,10 +72,21 @@ impl Backend for CpuBackend {
         } else {
             None
         };
+        let counts = if options.count_calls {
+            // SAFETY: counting kernels define `uint64_t *wv_profile_counts(void)` (prelude.h).
+            let f = unsafe { library.get::<CountsFn>(b"wv_profile_counts\0") }
+                .map(|f| *f)
+                .map_err(|e| BackendError::Launch(format!("kernel has no call counters: {e}")))?;
+            let sites = codegen_sites(code);
+            Some((f, sites))
+        } else {
+            None
+        };
         Ok(Arc::new(CpuKernel {
             _library: library,
             launch,
             reset,
+            counts,
             fault_unwind,
             direct: options.calls == CallMode::Direct,
             pool: self.pool.clone(),
@@ -114,11 +125,24 @@ impl Backend for CpuBackend {
     }
 }
 
+/// `uint64_t *wv_profile_counts(void)` of a counting kernel.
+type CountsFn = unsafe extern "C" fn() -> *const u64;
+
+/// The number of call sites a counting kernel's source declares (`WV_PROFILE_SITES`).
+fn codegen_sites(code: &str) -> usize {
+    code.lines()
+        .find_map(|l| l.strip_prefix("#define WV_PROFILE_SITES "))
+        .and_then(|n| n.trim_end_matches('u').parse().ok())
+        .unwrap_or(0)
+}
+
 /// A kernel loaded into this process.
 struct CpuKernel {
     _library: libloading::Library,
     launch: LaunchFn,
     reset: LaunchFn,
+    /// A counting kernel's counters and its number of call sites.
+    counts: Option<(CountsFn, usize)>,
     /// `wv_fault_unwind` of a kernel with guard regions (`MemoryChecks::Guard`).
     fault_unwind: Option<guard::FaultUnwindFn>,
     /// Whether the kernel makes direct calls: it then runs only on the workers, whose
@@ -242,5 +266,23 @@ impl Kernel for CpuKernel {
     fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
         let fleet = downcast::<CpuFleet>(fleet, "cpu")?;
         self.run(self.reset, fleet, HostServices::default(), 0, None)
+    }
+
+    fn call_counts(&self) -> Option<Vec<u64>> {
+        let (f, sites) = self.counts?;
+        let words = sites * crate::profile::WORDS_PER_SITE;
+        // SAFETY: a counting kernel's counters are `WV_PROFILE_SITES * WV_PROFILE_WORDS`
+        // aligned words in the loaded library, which `self` keeps loaded; workers only change
+        // them through atomics, so they are read as atomics too.
+        let base = unsafe { f() } as *mut u64;
+        Some(
+            (0..words)
+                .map(|i| {
+                    // SAFETY: as above; `i` is below the counters' length.
+                    unsafe { std::sync::atomic::AtomicU64::from_ptr(base.add(i)) }
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                })
+                .collect(),
+        )
     }
 }
