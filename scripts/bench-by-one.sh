@@ -7,6 +7,7 @@
 #
 #   scripts/bench-by-one.sh OUT [PLATFORMS] [BENCHMARK...]   # e.g. scripts/bench-by-one.sh /tmp/ocl native,wasmtime,opencl
 #   scripts/bench-by-one.sh OUT --summary
+#   WARPVISOR_BENCH_FLAGS=--profiled scripts/bench-by-one.sh OUT ...   # extra warpvisor-bench flags
 #
 # Benchmarks run cheapest kernel build first unless named.
 set -uo pipefail
@@ -21,7 +22,8 @@ if [ "$platforms" != "--summary" ]; then
   [ ${#benches[@]} -gt 0 ] || benches=(lz4 scrypt pbkdf2 histogram strings blur_bmp phash phash_modified bill_pdf blur_jpeg)
   for b in "${benches[@]}"; do
     t0=$(date +%s)
-    "$bench" --benchmarks "$b" --platforms "$platforms" --no-micro --no-compare-calls \
+    # shellcheck disable=SC2086 # extra flags, word-split on purpose
+    "$bench" --benchmarks "$b" --platforms "$platforms" --no-micro --no-compare-calls ${WARPVISOR_BENCH_FLAGS:-} \
       --json "$out/$b.json" --markdown "$out/$b.md" >"$out/$b.log" 2>&1
     echo "$(date -u +%FT%TZ) $b rc=$? $(( $(date +%s) - t0 ))s" >>"$out/progress.txt"
   done

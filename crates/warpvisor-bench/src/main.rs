@@ -91,6 +91,10 @@ struct Args {
     /// Skip that comparison
     #[arg(long)]
     no_compare_calls: bool,
+    /// Build every warpvisor kernel with a call profile of its benchmark (`warpvisor
+    /// profile`), recorded first on cpu from one batch of requests of another seed
+    #[arg(long)]
+    profiled: bool,
     /// Write each selected benchmark's requests for --seed into this folder and stop:
     /// NAME.body (the first request, for HTTP load generators) and NAME.jobs.jsonl (--batches
     /// x --vms jobs for `warpvisor run --jobs`; scripts/serve-bench.sh uses both).
@@ -186,6 +190,7 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
     if a.compare_calls || a.no_compare_calls {
         s.compare_calls = a.compare_calls;
     }
+    s.profiled = a.profiled;
     Ok(s)
 }
 

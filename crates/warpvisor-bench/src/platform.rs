@@ -140,6 +140,7 @@ pub struct Availability {
 }
 
 /// A warpvisor backend ready to build kernels, with the options its kernels get.
+#[derive(Clone)]
 pub struct KernelPlatform {
     /// The platform.
     pub platform: Platform,

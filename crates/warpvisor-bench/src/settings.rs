@@ -49,6 +49,9 @@ pub struct Settings {
     /// Also run one batch of each benchmark on `cpu` in both call modes
     /// ([`crate::call_modes`]): on in the full run, off with `--quick`.
     pub compare_calls: bool,
+    /// Build the warpvisor kernels of each benchmark with its call profile, recorded on `cpu`
+    /// from one batch of requests of the next seed (`Suite::profile`).
+    pub profiled: bool,
 }
 
 impl Settings {
@@ -73,6 +76,7 @@ impl Settings {
             micro_vms: 64,
             guests: None,
             compare_calls: true,
+            profiled: false,
         }
     }
 

@@ -6,9 +6,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
+use warpvisor::backend::cpu::CpuBackend;
 use warpvisor::backend::wasmtime::{WasiSetup, WasmtimeBackend, WasmtimeConfig};
 use warpvisor::backend::Backend;
 use warpvisor::codegen::KernelOptions;
+use warpvisor::profile::record::{counting_program, profile_wasi};
+use warpvisor::profile::CallProfile;
 use warpvisor::vmm::{FleetConfig, Program};
 use warpvisor::wasi::program::{WasiFleet, WasiRunConfig};
 use warpvisor::wasi::WasiJob;
@@ -87,13 +90,24 @@ impl<'s> Suite<'s> {
             let o = module(&wasm).and_then(|m| self.wasmtime(wt, w, m, &requests));
             outcomes.push((Platform::Wasmtime, o));
         }
+        let profile = match self.settings.profiled && !self.kernels.is_empty() {
+            true => {
+                progress(&format!("  {}: recording a call profile on cpu", w.name));
+                module(&wasm).and_then(|m| self.profile(w, m)).map(Some)
+            }
+            false => Ok(None),
+        };
         for k in self.kernels {
             progress(&format!(
                 "  {}: building kernels and running on {}",
                 w.name,
                 k.platform.key()
             ));
-            let o = module(&wasm).and_then(|m| self.warpvisor(k, w, m, &requests));
+            let o = module(&wasm).and_then(|m| {
+                let mut k = k.clone();
+                k.kernel.profile = profile.clone()?;
+                self.warpvisor(&k, w, m, &requests)
+            });
             outcomes.push((k.platform, o));
         }
         for (p, o) in outcomes {
@@ -197,6 +211,30 @@ impl<'s> Suite<'s> {
             build_seconds,
             phases: None,
         })
+    }
+
+    /// Benchmark `w`'s call profile: one batch of requests of the next seed (inputs the timed
+    /// passes do not see) on a counting kernel on `cpu`.
+    fn profile(&self, w: &Workload, wasm: &[u8]) -> Result<CallProfile, String> {
+        let backend = CpuBackend::new(Some(self.settings.workers)).map_err(|e| e.to_string())?;
+        let program =
+            counting_program(wasm, &backend, self.settings.opt_level).map_err(|e| e.to_string())?;
+        let vms = self.settings.vms.max(1);
+        let requests = w.requests(self.settings.seed.wrapping_add(1), vms as usize);
+        let jobs: Vec<WasiJob> = requests.iter().map(|r| job(r)).collect();
+        let config = WasiRunConfig {
+            fleet: FleetConfig {
+                num_vms: vms,
+                max_memory_pages: w.memory_pages,
+                ..FleetConfig::default()
+            },
+            program_name: w.name.to_string(),
+            preopens: Vec::new(),
+            allow_unknown_imports: false,
+        };
+        let (_, profile) =
+            profile_wasi(wasm, program, &config, &jobs).map_err(|e| e.to_string())?;
+        Ok(profile)
     }
 
     fn warpvisor(

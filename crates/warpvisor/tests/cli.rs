@@ -691,3 +691,75 @@ fn compile_emits_the_ptx_nvrtc_makes() {
         .collect();
     assert_eq!(entries, ["wv_kernel", "wv_reset"]);
 }
+
+/// `warpvisor profile` writes a profile that `run --profile` and `compile --profile` accept;
+/// one of another module, or not a profile at all, is a one-line error.
+#[test]
+fn profiles_are_recorded_used_and_refused_when_they_do_not_fit() {
+    let fib = example("fib.wat");
+    let fib = fib.to_str().unwrap();
+    let profile = tmp("fib.profile.json");
+    let profile_arg = profile.to_str().unwrap();
+    let out = warpvisor(&[
+        "profile",
+        fib,
+        "--invoke",
+        "fib",
+        "--vms",
+        "2",
+        "-o",
+        profile_arg,
+        "--",
+        "10",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&profile).unwrap();
+    // fib(10) makes 176 recursive calls over its two call sites, in each of the 2 jobs.
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let calls: u64 = json["sites"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(calls, 2 * 176, "{text}");
+    for backend in ["cpu", "wasmtime"] {
+        let out = warpvisor(&[
+            "run",
+            fib,
+            "--invoke",
+            "fib",
+            "--backend",
+            backend,
+            "--profile",
+            profile_arg,
+            "--",
+            "10",
+        ]);
+        if backend == "cpu" {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(stdout.contains("[55]"), "{stdout}");
+        } else {
+            assert_clean_error(&out, "--profile on wasmtime");
+        }
+    }
+    let out = warpvisor(&["compile", fib, "--profile", profile_arg]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let div = tmp("div.wat");
+    std::fs::write(&div, DIV).unwrap();
+    let out = warpvisor(&["compile", div.to_str().unwrap(), "--profile", profile_arg]);
+    assert_clean_error(&out, "a profile of another module");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("another module"));
+    let junk = tmp("junk.profile.json");
+    std::fs::write(&junk, "[1, 2").unwrap();
+    let out = warpvisor(&["compile", fib, "--profile", junk.to_str().unwrap()]);
+    assert_clean_error(&out, "a file that is not a profile");
+}

@@ -236,7 +236,8 @@ fn more_tables_than_wasmtime_takes_are_rejected() {
 }
 
 /// `n` functions `() -> i32` that a table can hold, and an exported `f` that calls table entry
-/// 0; `f` is a fastcall, or a continuation when `yielding` (it calls an import first).
+/// 0; `f` is a fastcall, or a continuation when `yielding` (it calls an import first). The
+/// slot is computed (`0 + 0`): a constant slot would be a direct call (`codegen/devirt.rs`).
 fn table_of_functions(n: u32, yielding: bool) -> Vec<u8> {
     let mut b = Builder::new(vec![(vec![], vec![]), (vec![], vec![ValType::I32])]);
     let mut body = Vec::new();
@@ -246,6 +247,8 @@ fn table_of_functions(n: u32, yielding: bool) -> Vec<u8> {
     }
     body.extend([
         I::I32Const(0),
+        I::I32Const(0),
+        I::I32Add,
         I::CallIndirect {
             type_index: 1,
             table_index: 0,
