@@ -396,9 +396,10 @@ impl warpvisor::vmm::HostFunctions for Writer {
 
 #[test]
 fn a_reset_restores_every_byte_any_write_changed() {
-    // On cpu a reset restores only the pages a VM wrote (the dirty-page map): every kind of
-    // write must mark them — stores of each width, ones that spill 7 bytes into the next page
-    // (over a data segment there), memory.fill/copy/init, grown pages and host writes.
+    // With contiguous memories a reset restores only the pages a VM wrote (the dirty-page map,
+    // on every backend): every kind of write must mark them — stores of each width, ones that
+    // spill 7 bytes into the next page (over a data segment there), memory.fill/copy/init,
+    // grown pages and host writes (through each backend's transfers on opencl and cuda).
     let wat = r#"(module
       (import "env" "write" (func $write (param i32 i32)))
       (memory 2 8)
@@ -433,22 +434,28 @@ fn a_reset_restores_every_byte_any_write_changed() {
           (br $next)))
         (i64.xor (local.get $h) (i64.extend_i32_u (memory.size)))))"#;
     // Guard regions (direct calls, interleave 0) open and close pages on reset and growth.
-    let modes = [
-        (CallMode::Direct, 0, MemoryChecks::Guard),
-        (CallMode::Direct, 0, MemoryChecks::Explicit),
-        (CallMode::Direct, 8, MemoryChecks::Explicit),
-        (CallMode::Continuations, 0, MemoryChecks::Explicit),
-        (CallMode::Continuations, 8, MemoryChecks::Explicit),
+    let mut modes = vec![
+        ("cpu", CallMode::Direct, 0, MemoryChecks::Guard),
+        ("cpu", CallMode::Direct, 0, MemoryChecks::Explicit),
+        ("cpu", CallMode::Direct, 8, MemoryChecks::Explicit),
+        ("cpu", CallMode::Continuations, 0, MemoryChecks::Explicit),
+        ("cpu", CallMode::Continuations, 8, MemoryChecks::Explicit),
+        ("opencl", CallMode::Continuations, 0, MemoryChecks::Explicit),
     ];
-    for (calls, interleave, memory_checks) in modes {
+    if common::cuda_on_cpu_here() {
+        modes.push(("cuda", CallMode::Continuations, 0, MemoryChecks::Explicit));
+    }
+    for (backend, calls, interleave, memory_checks) in modes {
         let options = KernelOptions {
+            dialect: common::dialect(backend),
             interleave,
             calls,
             memory_checks,
             ..KernelOptions::default()
         };
+        let backend_ = common::backend(backend);
         let program =
-            Arc::new(Program::compile(wat.as_bytes(), &options, common::cpu().as_ref()).unwrap());
+            Arc::new(Program::compile(wat.as_bytes(), &options, backend_.as_ref()).unwrap());
         let config = FleetConfig {
             num_vms: 4,
             max_memory_pages: 8,
@@ -460,7 +467,7 @@ fn a_reset_restores_every_byte_any_write_changed() {
         };
         let mut f = Fleet::new(program, config, imports).unwrap();
         let run = format!(
-            "{} calls, interleave {interleave}, {} checks",
+            "{backend}, {} calls, interleave {interleave}, {} checks",
             calls.name(),
             memory_checks.name()
         );

@@ -36,7 +36,7 @@ pub fn declarations() -> String {
          #define WV_NO_FRAME 0x{NO_FRAME:x}u\n\
          /* Words of a frame header: caller's frame, function id, resume point. */\n\
          #define WV_FRAME_HEADER {FRAME_HEADER}u\n\
-         /* log2 of the bytes per entry of the host's dirty-page map (wv_fleet.dirty). */\n\
+         /* log2 of the bytes per entry of a fleet's dirty-page map (wv_fleet.dirty). */\n\
          #define WV_DIRTY_SHIFT {DIRTY_PAGE_SHIFT}u\n\
          /* Inaccessible bytes after a VM's 4 GiB of addresses with guard regions. */\n\
          #define WV_GUARD_BYTES {GUARD_BYTES}ull\n"

@@ -12,7 +12,7 @@ pub const NO_FRAME: u64 = 0xffff_ffff;
 pub const FRAME_HEADER: u32 = 3;
 /// A null reference (`WV_NULL_REF`).
 pub const NULL_REF: u32 = 0xffff_ffff;
-/// log2 of the bytes one entry of a `cpu` fleet's dirty-page map covers (`WV_DIRTY_SHIFT`):
+/// log2 of the bytes one entry of a fleet's dirty-page map covers (`WV_DIRTY_SHIFT`):
 /// 4 KiB, the host's page. A store of up to 8 bytes at `ea` marks page `ea >> 12` only, so a
 /// page's restore also covers the 7 bytes after it.
 pub const DIRTY_PAGE_SHIFT: u32 = 12;
@@ -216,6 +216,8 @@ fleet_abi! {
         vms: VmControl => Vms,
         /// The instantiation image the reset entry copies into every VM (WV_IMG_*).
         image: u64 => Image,
+        /// Dirty-page map (interleave 0): one byte per 2^DIRTY_PAGE_SHIFT bytes of the memory buffer, set by every write to guest memory (kernel and host), so that a reset restores only what a VM wrote.
+        dirty: u8 => Dirty,
     }
     scalars {
         /// Bytes reserved per VM (contiguous layout).
@@ -250,10 +252,6 @@ shared_struct! {
         /// Index of the VM the worker runs (direct calls), set with `unwind`: the fault
         /// handler's answer to whose native stack overflowed.
         running: u64,
-        /// Address of the fleet's dirty-page map (interleave 0): one byte per
-        /// 2^DIRTY_PAGE_SHIFT bytes of the memory buffer, set by every write to guest memory
-        /// (kernel and host), so that a reset restores only what a VM wrote. 0: none.
-        dirty: u64,
     }
 }
 
@@ -340,6 +338,10 @@ impl FleetShape {
             FleetBuffer::Ret => n * self.ret_words as u64,
             FleetBuffer::Vms => n,
             FleetBuffer::Image => self.image().words() as u64,
+            FleetBuffer::Dirty => match self.layout.interleave {
+                0 => self.layout.mem_bytes() >> DIRTY_PAGE_SHIFT,
+                _ => 1,
+            },
         };
         len.max(1)
     }

@@ -7,7 +7,7 @@ use std::any::Any;
 use std::ops::Range;
 
 use super::BackendError;
-use crate::abi::{FleetBuffer, FleetShape};
+use crate::abi::{FleetBuffer, FleetShape, DIRTY_PAGE_SHIFT};
 
 /// Bytes moved between the host and a fleet's storage, and the transfers that moved them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -113,6 +113,34 @@ pub fn merge_adjacent(ranges: impl IntoIterator<Item = Range<u64>>) -> Vec<Range
     out
 }
 
+/// The entries of the dirty-page map ([`FleetBuffer::Dirty`]) that a host write of `ranges` of
+/// `buffer` must set, in ascending order and merged: the pages it writes when `buffer` is the
+/// memory of a fleet with contiguous memories, else none. Every backend marks them with the
+/// write itself, so that a reset restores what the host wrote into a VM as well.
+pub(crate) fn dirty_entries(
+    shape: &FleetShape,
+    buffer: FleetBuffer,
+    ranges: &[Range<u64>],
+) -> Vec<Range<u64>> {
+    if buffer != FleetBuffer::Mem || shape.layout.interleave != 0 {
+        return Vec::new();
+    }
+    let mut pages: Vec<Range<u64>> = ranges
+        .iter()
+        .filter(|r| r.start < r.end)
+        .map(|r| (r.start >> DIRTY_PAGE_SHIFT)..((r.end - 1) >> DIRTY_PAGE_SHIFT) + 1)
+        .collect();
+    pages.sort_by_key(|p| p.start);
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(pages.len());
+    for p in pages {
+        match out.last_mut() {
+            Some(last) if p.start <= last.end => last.end = last.end.max(p.end),
+            _ => out.push(p),
+        }
+    }
+    out
+}
+
 /// The concrete fleet type `T` behind `fleet`, or an error naming the backend that was
 /// expected (a fleet of one backend launched by another's kernel).
 pub(crate) fn downcast<'a, T: 'static>(
@@ -129,6 +157,37 @@ pub(crate) fn downcast<'a, T: 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_writes_of_contiguous_memories_mark_their_pages() {
+        let layout = crate::layout::InterleavedLayout {
+            num_vms: 2,
+            interleave: 0,
+            max_pages: 1,
+            stack_words: 16,
+            num_globals: 1,
+            guard_regions: false,
+        };
+        let shape = FleetShape {
+            layout,
+            num_tables: 1,
+            table_words: 1,
+            num_segments: 1,
+            ret_words: 1,
+            max_depth: 1,
+            data_bytes: 1,
+            elem_refs: 1,
+        };
+        // Bytes 4095..4097 cross a page; 9000..9001 and 8192..8193 share page 2.
+        let marks = dirty_entries(
+            &shape,
+            FleetBuffer::Mem,
+            &[9000..9001, 4095..4097, 8192..8193],
+        );
+        assert_eq!(marks, vec![0..3]);
+        assert!(dirty_entries(&shape, FleetBuffer::Ret, std::slice::from_ref(&(0..8))).is_empty());
+        assert!(dirty_entries(&shape, FleetBuffer::Mem, std::slice::from_ref(&(5..5))).is_empty());
+    }
 
     #[test]
     fn merging_keeps_the_packed_order_and_drops_empty_ranges() {

@@ -113,28 +113,46 @@ WV_FN void wv_write(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n, uin
   wv_store_cells(wv_mem_base(f, vm), wv_mem_row(f), ea, n, v);
 }
 
-/* Dirty pages (cpu, interleave 0): every write to guest memory marks its page in the host's
- * map (wv_fleet.dirty), so a reset restores only what a VM wrote instead of all the memory it
- * might have written (Rust guests reserve a 1 MiB shadow stack and touch a few pages of it). */
-#if WV_HOST && WV_INTERLEAVE == 0
+/* Dirty pages (interleave 0, every device): every write to guest memory marks its page in the
+ * fleet's map (wv_fleet.dirty), so a reset restores only what a VM wrote instead of all the
+ * memory it might have written (Rust guests reserve a 1 MiB shadow stack and touch a few pages
+ * of it). The host marks what it writes (backend/fleet.rs). */
+#if WV_INTERLEAVE == 0
 #define WV_DIRTY_PAGES 1
-WV_FN uint8_t *wv_dirty_base(const wv_fleet *f, uint32_t vm) {
-  return (uint8_t *)(uintptr_t)f->dirty + (((uint64_t)vm * f->mem_stride) >> WV_DIRTY_SHIFT);
+WV_FN WV_GLOBAL uint8_t *wv_dirty_base(const wv_fleet *f, uint32_t vm) {
+  return f->dirty + (((uint64_t)vm * f->mem_stride) >> WV_DIRTY_SHIFT);
 }
 /* Marks the pages of [ea, ea + n), n > 0: bulk operators. */
-WV_FN void wv_mark_dirty(uint8_t *db, uint64_t ea, uint64_t n) {
-  __builtin_memset(db + (ea >> WV_DIRTY_SHIFT), 1, ((ea + n - 1) >> WV_DIRTY_SHIFT) - (ea >> WV_DIRTY_SHIFT) + 1);
+WV_FN void wv_mark_dirty(WV_GLOBAL uint8_t *db, uint64_t ea, uint64_t n) {
+  for (uint64_t p = ea >> WV_DIRTY_SHIFT; p <= (ea + n - 1) >> WV_DIRTY_SHIFT; p++) db[p] = 1;
 }
 /* A store of at most 8 bytes marks the page it starts in; a restore covers 7 bytes more. The
  * mark is read first and written only when clear: the map is small enough to stay in L1 and
  * the branch is almost never taken, which costs less than a store per store (memory micro
  * 0.091 -> 0.072 s, no marks 0.061 s) and does not mispredict on scattered stores as a
  * last-page cache did. */
-#define WV_DIRTY(ea) do { uint8_t *d_ = &db[(ea) >> WV_DIRTY_SHIFT]; \
+#define WV_DIRTY(ea) do { WV_GLOBAL uint8_t *d_ = &db[(ea) >> WV_DIRTY_SHIFT]; \
   if (__builtin_expect(!*d_, 0)) *d_ = 1; } while (0)
 #else
 #define WV_DIRTY_PAGES 0
 #define WV_DIRTY(ea) ((void)0)
+#endif
+
+/* Bulk zeroing and copying of guest bytes: the C library's on the host, word loops on devices
+ * (whose compilers need not provide them for global memory). */
+#if WV_HOST
+#define wv_zero_bytes(p, n) __builtin_memset((p), 0, (n))
+#define wv_copy_bytes(d, s, n) __builtin_memcpy((d), (s), (n))
+#else
+WV_FN void wv_zero_bytes(WV_GLOBAL uint8_t *p, uint64_t n) {
+  uint64_t i = 0;
+  for (; i < n && ((uint64_t)(p + i) & 7); i++) p[i] = 0;
+  for (; i + 8 <= n; i += 8) *(WV_GLOBAL wv_word64 *)(p + i) = 0;
+  for (; i < n; i++) p[i] = 0;
+}
+WV_FN void wv_copy_bytes(WV_GLOBAL uint8_t *d, WV_GLOBAL const uint8_t *s, uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) d[i] = s[i];
+}
 #endif
 
 /* ---- the VM context ---------------------------------------------------------------------- */
@@ -151,7 +169,7 @@ typedef struct wv_ctx {
   uint64_t g[WV_NUM_GLOBALS];
   wv_fleet *f;
   WV_GLOBAL uint8_t *mb;
-  uint8_t *db;
+  WV_GLOBAL uint8_t *db;
   uint64_t stack_floor;
   uint32_t vm;
 #if WV_TRACE
@@ -208,7 +226,7 @@ WV_FN void wv_ctx_leave(wv_ctx *c) {
 #define WV_MEM_VIEW() WV_GLOBAL uint8_t *const mb = c->mb; const uint64_t mrow = wv_mem_row(f); \
   (void)mb; (void)mrow; WV_CTX_DIRTY_VIEW()
 #if WV_DIRTY_PAGES
-#define WV_CTX_DIRTY_VIEW() uint8_t *const db = c->db; (void)db
+#define WV_CTX_DIRTY_VIEW() WV_GLOBAL uint8_t *const db = c->db; (void)db
 #else
 #define WV_CTX_DIRTY_VIEW() do { } while (0)
 #endif
@@ -357,6 +375,8 @@ WV_FN uint32_t wv_memory_fill(const wv_fleet *f, uint32_t vm, uint32_t d, uint32
   if ((uint64_t)d + n > WV_MEM_BYTES()) return WV_TRAP_MEMORY_OOB;
 #if WV_DIRTY_PAGES
   if (n) wv_mark_dirty(wv_dirty_base(f, vm), d, n);
+#endif
+#if WV_HOST && WV_INTERLEAVE == 0
   __builtin_memset(f->mem + wv_cell(f, vm, d), (int)(uint8_t)val, n);
 #else
   for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = (uint8_t)val;
@@ -369,6 +389,8 @@ WV_FN uint32_t wv_memory_copy(const wv_fleet *f, uint32_t vm, uint32_t d, uint32
   if ((uint64_t)d + n > size || (uint64_t)s + n > size) return WV_TRAP_MEMORY_OOB;
 #if WV_DIRTY_PAGES
   if (n) wv_mark_dirty(wv_dirty_base(f, vm), d, n);
+#endif
+#if WV_HOST && WV_INTERLEAVE == 0
   __builtin_memmove(f->mem + wv_cell(f, vm, d), f->mem + wv_cell(f, vm, s), n);
 #else
   if (d <= s) {
@@ -613,8 +635,8 @@ WV_FN uint64_t wv_dirty_end(uint64_t p, uint64_t clear) {
 }
 /* Copies the parts of a data segment (`n` bytes from `src` at `off`) that dirty pages cover:
  * those pages were just cleared; the rest of the segment is still in place. */
-WV_FN void wv_restore_segment(uint8_t *mbase, const uint8_t *db, uint64_t clear, uint64_t off,
-                              const uint8_t *src, uint64_t n) {
+WV_FN void wv_restore_segment(WV_GLOBAL uint8_t *mbase, WV_GLOBAL const uint8_t *db, uint64_t clear,
+                              uint64_t off, WV_GLOBAL const uint8_t *src, uint64_t n) {
   if (n == 0) return;
   uint64_t first = off >> WV_DIRTY_SHIFT, last = (off + n - 1) >> WV_DIRTY_SHIFT;
   /* The page before may have spilled into the segment's first bytes. */
@@ -623,7 +645,7 @@ WV_FN void wv_restore_segment(uint8_t *mbase, const uint8_t *db, uint64_t clear,
     uint64_t lo = p << WV_DIRTY_SHIFT, hi = wv_dirty_end(p, clear);
     if (lo < off) lo = off;
     if (hi > off + n) hi = off + n;
-    if (lo < hi) __builtin_memcpy(mbase + lo, src + (lo - off), hi - lo);
+    if (lo < hi) wv_copy_bytes(mbase + lo, src + (lo - off), hi - lo);
   }
 }
 #endif
@@ -647,17 +669,15 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
 #if WV_DIRTY_PAGES
   /* Only the pages the VM wrote (wv_fleet.dirty); a VM never instantiated (memory size 0)
    * wrote none and gets every segment whole below. */
-  uint8_t *const db = wv_dirty_base(f, vm);
-  uint8_t *const mbase = f->mem + wv_cell(f, vm, 0);
+  WV_GLOBAL uint8_t *const db = wv_dirty_base(f, vm);
+  WV_GLOBAL uint8_t *const mbase = f->mem + wv_cell(f, vm, 0);
   const int fresh = v->mem_pages == 0;
   const uint64_t dirty_pages = clear >> WV_DIRTY_SHIFT;
   for (uint64_t p = 0; p < dirty_pages; p++) {
     if (!db[p]) continue;
     uint64_t lo = p << WV_DIRTY_SHIFT;
-    __builtin_memset(mbase + lo, 0, wv_dirty_end(p, clear) - lo);
+    wv_zero_bytes(mbase + lo, wv_dirty_end(p, clear) - lo);
   }
-#elif WV_INTERLEAVE == 0
-  for (uint64_t i = 0; i < clear / 8; i++) ((WV_GLOBAL wv_word64 *)(f->mem + wv_cell(f, vm, 0)))[i] = 0;
 #else
   for (uint64_t c = 0; c < clear; c += WV_INTERLEAVE) wv_bytes_put(f->mem + wv_cell(f, vm, c), WV_INTERLEAVE, 0);
 #endif
@@ -684,7 +704,7 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
       uint64_t n = wv_data_len[s];
       if (off + n > (pages << 16)) continue; /* the host checked: never taken */
 #if WV_DIRTY_PAGES
-      if (fresh) __builtin_memcpy(mbase + off, f->data_blob + wv_data_base[s], n);
+      if (fresh) wv_copy_bytes(mbase + off, f->data_blob + wv_data_base[s], n);
       else wv_restore_segment(mbase, db, clear, off, f->data_blob + wv_data_base[s], n);
 #else
       WV_GLOBAL uint8_t *mb = wv_mem_base(f, vm);
@@ -701,7 +721,7 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
     }
   }
 #if WV_DIRTY_PAGES
-  __builtin_memset(db, 0, dirty_pages);
+  wv_zero_bytes(db, dirty_pages);
 #endif
 }
 

@@ -3,7 +3,7 @@
 //! inputs, not of the backend), jobs run on it in batches of the fleet's size, and the
 //! kernel's counters read back as a [`CallProfile`].
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use super::{CallProfile, CallSites};
 use crate::backend::Backend;
@@ -12,6 +12,11 @@ use crate::runner::RunError;
 use crate::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, Value, VmmError};
 use crate::wasi::program::{JobResult, WasiFleet, WasiRunConfig};
 use crate::wasi::WasiJob;
+
+/// Held while a profile is recorded. A counting kernel's counters live in its loaded library,
+/// which the process shares between programs built from the same source: recordings take
+/// turns, so that each sees only its own jobs' counts.
+static RECORDING: Mutex<()> = Mutex::new(());
 
 /// The kernel options of a counting kernel at optimisation level `opt_level`.
 pub fn counting_kernel(opt_level: u8) -> KernelOptions {
@@ -86,6 +91,7 @@ pub fn profile_wasi(
     config: &WasiRunConfig,
     jobs: &[WasiJob],
 ) -> Result<(Vec<JobResult>, CallProfile), RunError> {
+    let _turn = RECORDING.lock().unwrap_or_else(|p| p.into_inner());
     let before = counters(&program);
     let mut fleet = WasiFleet::new(program.clone(), config)?;
     let mut results = Vec::with_capacity(jobs.len());
@@ -104,6 +110,7 @@ pub fn profile_invoke(
     config: FleetConfig,
     jobs: &[Vec<Value>],
 ) -> Result<(Vec<Outcome>, CallProfile), RunError> {
+    let _turn = RECORDING.lock().unwrap_or_else(|p| p.into_inner());
     let before = counters(&program);
     let mut fleet = Fleet::new(program.clone(), config, Imports::default())?;
     let mut outcomes = Vec::with_capacity(jobs.len());

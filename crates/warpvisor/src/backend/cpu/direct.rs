@@ -105,7 +105,6 @@ pub(super) fn with_services<R>(
         stack_floor: 0,
         unwind: 0,
         running: 0,
-        dirty: dirty as u64,
     })
 }
 

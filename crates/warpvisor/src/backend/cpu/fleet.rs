@@ -2,9 +2,9 @@
 //! kernel reads and writes in place. "Transfers" are copies between the VMM's host-side
 //! values and these buffers, counted like any backend's.
 //!
-//! With contiguous memories (interleave 0) the fleet also keeps a dirty-page map
-//! (`wv_fleet.dirty`): one byte per 4 KiB of the memory buffer, set by the kernel's stores and
-//! by every host write, cleared by the reset entry, which restores only the marked pages.
+//! With contiguous memories (interleave 0) its dirty-page map (`FleetBuffer::Dirty`, one byte
+//! per 4 KiB of the memory buffer) is set by the kernel's stores and by every host write, and
+//! cleared by the reset entry, which restores only the marked pages.
 
 use std::any::Any;
 use std::ops::Range;
@@ -18,8 +18,6 @@ use crate::layout::PAGE;
 pub struct CpuFleet {
     shape: FleetShape,
     buffers: Vec<ZeroedBytes>,
-    /// The dirty-page map, when memories are contiguous.
-    dirty: Option<ZeroedBytes>,
     traffic: Traffic,
 }
 
@@ -58,18 +56,9 @@ impl CpuFleet {
                 ZeroedBytes::new(bytes)?
             });
         }
-        let dirty = if shape.layout.interleave == 0 {
-            let pages = shape.len(FleetBuffer::Mem) >> DIRTY_PAGE_SHIFT;
-            let bytes = usize::try_from(pages.max(1))
-                .map_err(|_| BackendError::OutOfMemory { bytes: pages })?;
-            Some(ZeroedBytes::new(bytes)?)
-        } else {
-            None
-        };
         let mut fleet = CpuFleet {
             shape: *shape,
             buffers,
-            dirty,
             traffic: Traffic::default(),
         };
         fleet.fill(FleetBuffer::DataBlob, data_blob)?;
@@ -99,9 +88,10 @@ impl CpuFleet {
     /// The dirty-page map's address (null with interleaved memories). Valid while `self`
     /// lives.
     pub fn dirty_map(&mut self) -> *mut u8 {
-        self.dirty
-            .as_mut()
-            .map_or(std::ptr::null_mut(), ZeroedBytes::as_mut_ptr)
+        match self.shape.layout.interleave {
+            0 => self.buffers[Self::slot(FleetBuffer::Dirty)].as_mut_ptr(),
+            _ => std::ptr::null_mut(),
+        }
     }
 
     /// The kernel's view of the buffers. Valid while `self` lives.

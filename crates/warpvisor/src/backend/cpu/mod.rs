@@ -164,10 +164,6 @@ impl CpuKernel {
         guarded: Option<guard::FaultUnwindFn>,
     ) -> Result<LaunchTimes, BackendError> {
         let start = Instant::now();
-        let services = HostServices {
-            dirty: fleet.dirty_map() as u64,
-            ..services
-        };
         let abi = HostLaunch {
             fleet: fleet.abi(),
             services,

@@ -24,7 +24,7 @@ use cudarc::driver::{
 
 use super::{driver_error, BLOCK};
 use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg};
-use crate::backend::{check_ranges, BackendError, DeviceFleet, Traffic};
+use crate::backend::{check_ranges, dirty_entries, BackendError, DeviceFleet, Traffic};
 
 /// The smallest staging buffer worth pinning: pinning is a system call, so small transfers
 /// share one buffer instead of growing it a few bytes at a time.
@@ -49,6 +49,30 @@ pub(super) struct CudaFleet {
 }
 
 impl CudaFleet {
+    /// Writes `data` over `ranges` of `buffer` (checked by the caller), through the staging
+    /// buffer when there is one.
+    fn put(
+        &mut self,
+        buffer: FleetBuffer,
+        ranges: &[Range<u64>],
+        data: &[u8],
+    ) -> Result<(), BackendError> {
+        let what = format!("writing the fleet's {} buffer", buffer.name());
+        let device = &mut self.buffers[slot(buffer)];
+        let stream = &self.stream;
+        match staging_bytes(&mut self.staging, stream.context(), data.len())? {
+            Some(stage) => {
+                stage.copy_from_slice(data);
+                let queued = queue_writes(stream, device, ranges, stage);
+                finish(stream, queued, &what)
+            }
+            None => {
+                let queued = queue_writes(stream, device, ranges, data);
+                finish(stream, queued, &what)
+            }
+        }
+    }
+
     /// Allocates every buffer of `shape` on `stream`'s device, zeroed there (no host copy of
     /// a possibly huge memory buffer is made), and writes the data segments' bytes and the
     /// element segments' references (little-endian `u32`, as the kernel reads them) into
@@ -375,19 +399,12 @@ impl DeviceFleet for CudaFleet {
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, data.len())?;
         if !data.is_empty() {
-            let what = format!("writing the fleet's {} buffer", buffer.name());
-            let device = &mut self.buffers[slot(buffer)];
-            let stream = &self.stream;
-            match staging_bytes(&mut self.staging, stream.context(), data.len())? {
-                Some(stage) => {
-                    stage.copy_from_slice(data);
-                    let queued = queue_writes(stream, device, ranges, stage);
-                    finish(stream, queued, &what)?;
-                }
-                None => {
-                    let queued = queue_writes(stream, device, ranges, data);
-                    finish(stream, queued, &what)?;
-                }
+            self.put(buffer, ranges, data)?;
+            // Host writes into a VM's memory mark its dirty pages, as the kernel's stores do.
+            let marks = dirty_entries(&self.shape, buffer, ranges);
+            let n: u64 = marks.iter().map(|r| r.end - r.start).sum();
+            if n > 0 {
+                self.put(FleetBuffer::Dirty, &marks, &vec![1u8; n as usize])?;
             }
         }
         self.traffic.to_device += data.len() as u64;

@@ -29,7 +29,7 @@ use opencl3::types::{cl_mem, cl_uint, CL_BLOCKING, CL_NON_BLOCKING};
 
 use super::Shared;
 use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg};
-use crate::backend::{check_ranges, BackendError, DeviceFleet, Traffic};
+use crate::backend::{check_ranges, dirty_entries, BackendError, DeviceFleet, Traffic};
 
 /// The buffers of one fleet on an OpenCL device, in [`FleetBuffer::ALL`]'s order.
 pub(super) struct ClFleet {
@@ -241,6 +241,25 @@ impl ClFleet {
         Ok(host)
     }
 
+    /// Writes `data` over `ranges` of `buffer` (checked by the caller).
+    fn put(
+        &mut self,
+        buffer: FleetBuffer,
+        ranges: &[Range<u64>],
+        data: &[u8],
+    ) -> Result<(), BackendError> {
+        if self.shared.host_resident {
+            let host = self.host_view(buffer)?;
+            // SAFETY: `host` maps the whole buffer, and the ranges lie in it.
+            unsafe { copy_in(host, ranges, data) };
+        } else {
+            let queue = self.shared.lock_queue();
+            write_ranges(&queue, &mut self.buffers[slot(buffer)], ranges, data)
+                .map_err(|e| transfer_error(e, "writing", buffer))?;
+        }
+        Ok(())
+    }
+
     /// Sets `kernel`'s arguments to this fleet: its entry parameters in order, each buffer
     /// then each scalar. The caller holds the queue's lock, which keeps launches (and their
     /// arguments, which belong to the kernel object) apart.
@@ -305,14 +324,12 @@ impl DeviceFleet for ClFleet {
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, data.len())?;
         if !data.is_empty() {
-            if self.shared.host_resident {
-                let host = self.host_view(buffer)?;
-                // SAFETY: `host` maps the whole buffer, and the ranges lie in it.
-                unsafe { copy_in(host, ranges, data) };
-            } else {
-                let queue = self.shared.lock_queue();
-                write_ranges(&queue, &mut self.buffers[slot(buffer)], ranges, data)
-                    .map_err(|e| transfer_error(e, "writing", buffer))?;
+            self.put(buffer, ranges, data)?;
+            // Host writes into a VM's memory mark its dirty pages, as the kernel's stores do.
+            let marks = dirty_entries(&self.shape, buffer, ranges);
+            let n: u64 = marks.iter().map(|r| r.end - r.start).sum();
+            if n > 0 {
+                self.put(FleetBuffer::Dirty, &marks, &vec![1u8; n as usize])?;
             }
         }
         self.traffic.to_device += data.len() as u64;
