@@ -10,6 +10,7 @@ use super::{errln, read_file, MAX_MEMORY_PAGES, MAX_VMS};
 use warpvisor::backend::cpu::CpuBackend;
 use warpvisor::profile::record::{counting_program, profile_invoke, profile_wasi};
 use warpvisor::profile::CallProfile;
+use warpvisor::runner::Executor;
 use warpvisor::vmm::{FleetConfig, Outcome};
 use warpvisor::wasi::program::WasiRunConfig;
 
@@ -120,6 +121,27 @@ pub(super) fn load_profile(path: &Path, bytes: &[u8]) -> anyhow::Result<CallProf
     let binary = warpvisor::frontend::to_binary(bytes)?;
     let module = warpvisor::frontend::load(&binary)?;
     Ok(CallProfile::load(path, &binary, &module)?)
+}
+
+/// Builds `executor`'s kernels with the profile at `path` (if any) of the module `bytes`; an
+/// error for wasmtime, which builds no kernels.
+pub(super) fn apply_profile(
+    path: Option<&Path>,
+    bytes: &[u8],
+    executor: &mut Executor,
+) -> anyhow::Result<()> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    let profile = load_profile(path, bytes)?;
+    match executor {
+        Executor::Fleet { kernel, .. } => kernel.profile = Some(profile),
+        Executor::Wasmtime(_) => anyhow::bail!(
+            "--profile shapes the kernels of the cpu, opencl and cuda backends; wasmtime builds \
+             none"
+        ),
+    }
+    Ok(())
 }
 
 fn write_profile(path: &Path, profile: &CallProfile) -> anyhow::Result<()> {

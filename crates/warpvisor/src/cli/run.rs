@@ -88,15 +88,7 @@ pub(super) struct WasiArgs {
 pub fn run(args: RunArgs) -> anyhow::Result<i32> {
     let bytes = read_file(&args.module)?;
     let (mut executor, why) = args.fleet.executor()?;
-    if let Some(path) = &args.profile {
-        let profile = super::profile::load_profile(path, &bytes)?;
-        match &mut executor {
-            Executor::Fleet { kernel, .. } => kernel.profile = Some(profile),
-            Executor::Wasmtime(_) => anyhow::bail!(
-                "--profile shapes the kernels of the cpu, opencl and cuda backends; wasmtime                  builds none"
-            ),
-        }
-    }
+    super::profile::apply_profile(args.profile.as_deref(), &bytes, &mut executor)?;
     if args.stats {
         match why {
             Some(why) => errln!("backend: {} (auto: {why})", executor.name()),

@@ -44,6 +44,10 @@ use warpvisor::wasi::program::WasiRunConfig;
 pub struct ServeArgs {
     /// The WASI program (.wasm or .wat).
     module: PathBuf,
+    /// A call profile of the program (`warpvisor profile`): hot call_indirect targets become
+    /// guarded direct calls, and partitions keep the calls that ran most together.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
     /// Address to listen on (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -143,7 +147,8 @@ pub fn run(mut args: ServeArgs) -> anyhow::Result<i32> {
         &warpvisor::frontend::load(&binary)
             .with_context(|| format!("loading {}", args.module.display()))?,
     );
-    let (executor, _) = args.fleet.executor()?;
+    let (mut executor, _) = args.fleet.executor()?;
+    super::profile::apply_profile(args.profile.as_deref(), &bytes, &mut executor)?;
     let backend = executor.name();
     let config = WasiRunConfig {
         fleet: args.fleet.fleet(args.vms),
