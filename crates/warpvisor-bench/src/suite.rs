@@ -222,16 +222,7 @@ impl<'s> Suite<'s> {
         let vms = self.settings.vms.max(1);
         let requests = w.requests(self.settings.seed.wrapping_add(1), vms as usize);
         let jobs: Vec<WasiJob> = requests.iter().map(|r| job(r)).collect();
-        let config = WasiRunConfig {
-            fleet: FleetConfig {
-                num_vms: vms,
-                max_memory_pages: w.memory_pages,
-                ..FleetConfig::default()
-            },
-            program_name: w.name.to_string(),
-            preopens: Vec::new(),
-            allow_unknown_imports: false,
-        };
+        let config = wasi_config(w, vms);
         let (_, profile) =
             profile_wasi(wasm, program, &config, &jobs).map_err(|e| e.to_string())?;
         Ok(profile)
@@ -269,7 +260,12 @@ pub(crate) fn fleet(
     vms: u32,
 ) -> Result<WasiFleet, String> {
     let program = Program::compile(wasm, options, backend).map_err(|e| format!("{e:#}"))?;
-    let config = WasiRunConfig {
+    WasiFleet::new(Arc::new(program), &wasi_config(w, vms)).map_err(|e| e.to_string())
+}
+
+/// How a fleet of `vms` VMs runs benchmark `w`'s program.
+fn wasi_config(w: &Workload, vms: u32) -> WasiRunConfig {
+    WasiRunConfig {
         fleet: FleetConfig {
             num_vms: vms,
             max_memory_pages: w.memory_pages,
@@ -278,8 +274,7 @@ pub(crate) fn fleet(
         program_name: w.name.to_string(),
         preopens: Vec::new(),
         allow_unknown_imports: false,
-    };
-    WasiFleet::new(Arc::new(program), &config).map_err(|e| e.to_string())
+    }
 }
 
 /// The benchmark's module, or why there is none, for one more platform.

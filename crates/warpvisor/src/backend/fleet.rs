@@ -141,6 +141,18 @@ pub(crate) fn dirty_entries(
     out
 }
 
+/// What a backend writes into the dirty-page map alongside a host write of `ranges` of
+/// `buffer`: [`dirty_entries`] and as many `1` bytes, or `None` when nothing is to be marked.
+pub(crate) fn dirty_marks(
+    shape: &FleetShape,
+    buffer: FleetBuffer,
+    ranges: &[Range<u64>],
+) -> Option<(Vec<Range<u64>>, Vec<u8>)> {
+    let marks = dirty_entries(shape, buffer, ranges);
+    let n: u64 = marks.iter().map(|r| r.end - r.start).sum();
+    (n > 0).then(|| (marks, vec![1u8; n as usize]))
+}
+
 /// The concrete fleet type `T` behind `fleet`, or an error naming the backend that was
 /// expected (a fleet of one backend launched by another's kernel).
 pub(crate) fn downcast<'a, T: 'static>(

@@ -18,7 +18,7 @@ pub mod select;
 pub mod wasmtime;
 mod zeroed;
 
-pub(crate) use fleet::dirty_entries;
+pub(crate) use fleet::dirty_marks;
 pub(crate) use fleet::{check_ranges, downcast};
 pub use fleet::{merge_adjacent, DeviceFleet, Traffic, VmmOnly};
 pub use zeroed::ZeroedBytes;

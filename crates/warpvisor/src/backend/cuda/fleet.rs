@@ -24,7 +24,7 @@ use cudarc::driver::{
 
 use super::{driver_error, BLOCK};
 use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg};
-use crate::backend::{check_ranges, dirty_entries, BackendError, DeviceFleet, Traffic};
+use crate::backend::{check_ranges, dirty_marks, BackendError, DeviceFleet, Traffic};
 
 /// The smallest staging buffer worth pinning: pinning is a system call, so small transfers
 /// share one buffer instead of growing it a few bytes at a time.
@@ -401,10 +401,8 @@ impl DeviceFleet for CudaFleet {
         if !data.is_empty() {
             self.put(buffer, ranges, data)?;
             // Host writes into a VM's memory mark its dirty pages, as the kernel's stores do.
-            let marks = dirty_entries(&self.shape, buffer, ranges);
-            let n: u64 = marks.iter().map(|r| r.end - r.start).sum();
-            if n > 0 {
-                self.put(FleetBuffer::Dirty, &marks, &vec![1u8; n as usize])?;
+            if let Some((marks, ones)) = dirty_marks(&self.shape, buffer, ranges) {
+                self.put(FleetBuffer::Dirty, &marks, &ones)?;
             }
         }
         self.traffic.to_device += data.len() as u64;

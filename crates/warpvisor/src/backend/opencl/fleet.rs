@@ -29,7 +29,7 @@ use opencl3::types::{cl_mem, cl_uint, CL_BLOCKING, CL_NON_BLOCKING};
 
 use super::Shared;
 use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg};
-use crate::backend::{check_ranges, dirty_entries, BackendError, DeviceFleet, Traffic};
+use crate::backend::{check_ranges, dirty_marks, BackendError, DeviceFleet, Traffic};
 
 /// The buffers of one fleet on an OpenCL device, in [`FleetBuffer::ALL`]'s order.
 pub(super) struct ClFleet {
@@ -326,10 +326,8 @@ impl DeviceFleet for ClFleet {
         if !data.is_empty() {
             self.put(buffer, ranges, data)?;
             // Host writes into a VM's memory mark its dirty pages, as the kernel's stores do.
-            let marks = dirty_entries(&self.shape, buffer, ranges);
-            let n: u64 = marks.iter().map(|r| r.end - r.start).sum();
-            if n > 0 {
-                self.put(FleetBuffer::Dirty, &marks, &vec![1u8; n as usize])?;
+            if let Some((marks, ones)) = dirty_marks(&self.shape, buffer, ranges) {
+                self.put(FleetBuffer::Dirty, &marks, &ones)?;
             }
         }
         self.traffic.to_device += data.len() as u64;
