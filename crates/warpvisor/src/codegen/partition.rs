@@ -362,7 +362,9 @@ fn slow_call_edges(ctx: &ModuleContext<'_, '_>, slot_of: &[usize]) -> Vec<(usize
         let from = slot_of[f];
         let mut add = |to: usize, w: u64| {
             if to != usize::MAX && to != from {
-                *weights.entry((from, to)).or_default() += w;
+                // Profiled counts come from a file: they may add up past u64.
+                let e = weights.entry((from, to)).or_default();
+                *e = e.saturating_add(w);
             }
         };
         for (i, op) in body.ops.iter().enumerate() {
@@ -402,7 +404,8 @@ fn slow_call_edges(ctx: &ModuleContext<'_, '_>, slot_of: &[usize]) -> Vec<(usize
                     }
                     None => {
                         let sig = ctx.sigs.of_type[*type_index as usize];
-                        *indirect.entry((from, sig)).or_default() += w;
+                        let e = indirect.entry((from, sig)).or_default();
+                        *e = e.saturating_add(w);
                     }
                 },
                 _ => {}
@@ -764,5 +767,16 @@ mod tests {
         let plan = plan_wat_within(&wat, budget, limits::MAX_PLAN_WORK, Some(&profile)).unwrap();
         let starts = main_starts(&plan);
         assert!(starts.contains(&2) && !starts.contains(&0), "{starts:?}");
+        // Counts from a file may add up past u64: they saturate.
+        let mut huge = profile;
+        huge.sites[0].calls = u64::MAX;
+        huge.sites[0].targets = vec![
+            TargetCount {
+                func: 2,
+                calls: u64::MAX
+            };
+            2
+        ];
+        plan_wat_within(&wat, budget, limits::MAX_PLAN_WORK, Some(&huge)).unwrap();
     }
 }
