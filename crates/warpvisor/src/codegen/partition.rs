@@ -368,6 +368,19 @@ fn slow_call_edges(ctx: &ModuleContext<'_, '_>, slot_of: &[usize]) -> Vec<(usize
             }
         };
         for (i, op) in body.ops.iter().enumerate() {
+            if !matches!(op, Operator::Call { .. } | Operator::CallIndirect { .. }) {
+                match op {
+                    Operator::Block { .. } | Operator::If { .. } => loops.push(false),
+                    Operator::Loop { .. } => {
+                        loops.push(true);
+                        depth += 1;
+                    }
+                    Operator::End => depth -= u32::from(loops.pop() == Some(true)),
+                    _ => {}
+                }
+                continue;
+            }
+            // What the call site did in the profiling run (`None`: there is no profile).
             let site = ctx.profile.map(|p| p.at(f as u32, i));
             let w = match site {
                 Some(site) => site.map_or(0, |s| s.calls),
@@ -380,12 +393,6 @@ fn slow_call_edges(ctx: &ModuleContext<'_, '_>, slot_of: &[usize]) -> Vec<(usize
                 _ => None,
             };
             match op {
-                Operator::Block { .. } | Operator::If { .. } => loops.push(false),
-                Operator::Loop { .. } => {
-                    loops.push(true);
-                    depth += 1;
-                }
-                Operator::End => depth -= u32::from(loops.pop() == Some(true)),
                 Operator::Call { function_index } if ctx.graph.yields[*function_index as usize] => {
                     add(slot_of[*function_index as usize], w);
                 }

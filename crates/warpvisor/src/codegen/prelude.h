@@ -561,7 +561,10 @@ static __attribute__((noinline, cold)) void wv_trace_flush(wv_ctx *c) {
  * of the module — its calls, then for a call_indirect up to four (target + 1, calls) pairs and
  * the calls to any further target. Workers share them: relaxed atomics. */
 static uint64_t wv_profile_words[WV_PROFILE_SITES * WV_PROFILE_WORDS];
-uint64_t *wv_profile_counts(void) { return wv_profile_words; }
+uint64_t *wv_profile_counts(uint64_t *words) {
+  *words = (uint64_t)WV_PROFILE_SITES * WV_PROFILE_WORDS;
+  return wv_profile_words;
+}
 #define WV_PROFILE_CALL(site) \
   __atomic_fetch_add(&wv_profile_words[(uint64_t)(site) * WV_PROFILE_WORDS], 1, __ATOMIC_RELAXED)
 static __attribute__((noinline)) void wv_profile_indirect(uint32_t site, uint32_t callee) {

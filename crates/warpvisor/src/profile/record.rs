@@ -43,19 +43,16 @@ pub fn counting_program(
     )?))
 }
 
-/// The counters of `program`'s kernels, added up (zero words if none counts).
+/// The counters of `program`'s counting kernel (a counting kernel is one partition), or none.
 fn counters(program: &Program) -> Vec<u64> {
-    let mut sum: Vec<u64> = Vec::new();
-    for counts in program.kernels.iter().filter_map(|k| k.call_counts()) {
-        sum.resize(sum.len().max(counts.len()), 0);
-        for (s, c) in sum.iter_mut().zip(counts) {
-            *s = s.wrapping_add(c);
-        }
-    }
-    sum
+    program
+        .kernels
+        .iter()
+        .find_map(|k| k.call_counts())
+        .unwrap_or_default()
 }
 
-/// What the counters gained between `before` and now, as `binary`'s profile over `jobs` jobs.
+/// What the counters gained since they read `before`, as `binary`'s profile over `jobs` jobs.
 fn profile_since(
     binary: &[u8],
     program: &Program,
@@ -64,18 +61,19 @@ fn profile_since(
 ) -> Result<CallProfile, RunError> {
     let binary = crate::frontend::to_binary(binary).map_err(VmmError::from)?;
     let module = crate::frontend::load(&binary).map_err(VmmError::from)?;
-    let mut words = counters(program);
-    for (w, b) in words.iter_mut().zip(before) {
-        *w = w.wrapping_sub(*b);
-    }
-    // The target words are ids, not counts: put them back.
-    let after = counters(program);
-    for (i, w) in words.iter_mut().enumerate() {
-        let k = i % super::WORDS_PER_SITE;
-        if k != 0 && k < super::WORDS_PER_SITE - 1 && k % 2 == 1 {
-            *w = after[i];
-        }
-    }
+    let words: Vec<u64> = counters(program)
+        .into_iter()
+        .enumerate()
+        .map(|(i, now)| {
+            // A way's target word is an id, not a count: it stays as it is.
+            let k = i % super::WORDS_PER_SITE;
+            let target_id = k % 2 == 1 && k < super::WORDS_PER_SITE - 1;
+            match target_id {
+                true => now,
+                false => now.wrapping_sub(before.get(i).copied().unwrap_or(0)),
+            }
+        })
+        .collect();
     Ok(CallProfile::from_counts(
         &binary,
         &CallSites::of(&module),

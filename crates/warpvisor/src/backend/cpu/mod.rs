@@ -73,12 +73,12 @@ impl Backend for CpuBackend {
             None
         };
         let counts = if options.count_calls {
-            // SAFETY: counting kernels define `uint64_t *wv_profile_counts(void)` (prelude.h).
+            // SAFETY: counting kernels define `uint64_t *wv_profile_counts(uint64_t *)`
+            // (prelude.h).
             let f = unsafe { library.get::<CountsFn>(b"wv_profile_counts\0") }
                 .map(|f| *f)
                 .map_err(|e| BackendError::Launch(format!("kernel has no call counters: {e}")))?;
-            let sites = codegen_sites(code);
-            Some((f, sites))
+            Some(f)
         } else {
             None
         };
@@ -125,24 +125,17 @@ impl Backend for CpuBackend {
     }
 }
 
-/// `uint64_t *wv_profile_counts(void)` of a counting kernel.
-type CountsFn = unsafe extern "C" fn() -> *const u64;
-
-/// The number of call sites a counting kernel's source declares (`WV_PROFILE_SITES`).
-fn codegen_sites(code: &str) -> usize {
-    code.lines()
-        .find_map(|l| l.strip_prefix("#define WV_PROFILE_SITES "))
-        .and_then(|n| n.trim_end_matches('u').parse().ok())
-        .unwrap_or(0)
-}
+/// `uint64_t *wv_profile_counts(uint64_t *words)` of a counting kernel: its counters, and
+/// how many words they are.
+type CountsFn = unsafe extern "C" fn(*mut u64) -> *const u64;
 
 /// A kernel loaded into this process.
 struct CpuKernel {
     _library: libloading::Library,
     launch: LaunchFn,
     reset: LaunchFn,
-    /// A counting kernel's counters and its number of call sites.
-    counts: Option<(CountsFn, usize)>,
+    /// A counting kernel's counters.
+    counts: Option<CountsFn>,
     /// `wv_fault_unwind` of a kernel with guard regions (`MemoryChecks::Guard`).
     fault_unwind: Option<guard::FaultUnwindFn>,
     /// Whether the kernel makes direct calls: it then runs only on the workers, whose
@@ -265,17 +258,17 @@ impl Kernel for CpuKernel {
     }
 
     fn call_counts(&self) -> Option<Vec<u64>> {
-        let (f, sites) = self.counts?;
-        let words = sites * crate::profile::WORDS_PER_SITE;
-        // SAFETY: a counting kernel's counters are `WV_PROFILE_SITES * WV_PROFILE_WORDS`
-        // aligned words in the loaded library, which `self` keeps loaded; workers only change
-        // them through atomics, so they are read as atomics too.
-        let base = unsafe { f() } as *mut u64;
+        let f = self.counts?;
+        let mut words = 0u64;
+        // SAFETY: the kernel's counters are `words` aligned words in the loaded library, which
+        // `self` keeps loaded; workers only change them through atomics, so they are read as
+        // atomics too.
+        let base = unsafe { f(&mut words) } as *mut u64;
         Some(
             (0..words)
                 .map(|i| {
                     // SAFETY: as above; `i` is below the counters' length.
-                    unsafe { std::sync::atomic::AtomicU64::from_ptr(base.add(i)) }
+                    unsafe { std::sync::atomic::AtomicU64::from_ptr(base.add(i as usize)) }
                         .load(std::sync::atomic::Ordering::Relaxed)
                 })
                 .collect(),
