@@ -685,9 +685,12 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
   for (uint64_t c = 0; c < clear; c += WV_INTERLEAVE) wv_bytes_put(f->mem + wv_cell(f, vm, c), WV_INTERLEAVE, 0);
 #endif
 #if WV_GUARD_REGIONS
-  /* Only the image's pages stay accessible (the pages above were cleared just now). A
-   * refusal leaves the VM without memory: its first access traps. */
-  if (wv_guard_resize(f, vm, v->mem_pages, pages) != 0) pages = 0;
+  /* The image's pages become accessible; a refusal leaves the VM without memory: its first
+   * access traps. The pages above the image (cleared just now) are taken away by the host
+   * after the launch, on one thread (backend/cpu/fleet.rs close_shrunk_memories): taking
+   * access away costs a TLB shootdown, and made here from every worker at once the calls
+   * contend for the address space. */
+  if (pages > v->mem_pages && wv_guard_resize(f, vm, v->mem_pages, pages) != 0) pages = 0;
 #endif
   wv_vm zero = {0};
   *v = zero;

@@ -95,6 +95,18 @@ pub(super) fn with_scope<R>(
     result
 }
 
+/// Makes `[addr, addr + len)` of a guarded reservation inaccessible again.
+///
+/// # Safety
+/// The range must lie in a guarded fleet's memory reservation, unused by any running launch.
+pub(super) unsafe fn close(addr: *mut u8, len: usize) -> std::io::Result<()> {
+    // SAFETY: the caller's contract; PROT_NONE only takes access away.
+    match unsafe { libc::mprotect(addr.cast(), len, libc::PROT_NONE) } {
+        0 => Ok(()),
+        _ => Err(std::io::Error::last_os_error()),
+    }
+}
+
 /// Runs `body` (a host call from inside a guarded launch) with no scope published: a fault in
 /// the host's own code is never taken for a VM's.
 pub(super) fn outside_scope<R>(body: impl FnOnce() -> R) -> R {

@@ -254,7 +254,14 @@ impl Kernel for CpuKernel {
 
     fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
         let fleet = downcast::<CpuFleet>(fleet, "cpu")?;
-        self.run(self.reset, fleet, HostServices::default(), 0, None)
+        let before = fleet.guarded_sizes();
+        let mut times = self.run(self.reset, fleet, HostServices::default(), 0, None)?;
+        if let Some(before) = before {
+            let start = Instant::now();
+            fleet.close_shrunk_memories(&before)?;
+            times.execute += start.elapsed();
+        }
+        Ok(times)
     }
 
     fn call_counts(&self) -> Option<Vec<u64>> {
