@@ -70,8 +70,9 @@ typedef long int64_t;
 #ifndef __ENDIAN_LITTLE__
 #error "the opencl backend needs a little-endian device (WebAssembly memory is little-endian)"
 #endif
-/* A device: words only where aligned, no C library. */
+/* A device: no C library; guest words through vloadn/vstoren of bytes (any alignment). */
 #define WV_HOST 0
+#define WV_VLOAD_BYTES 1
 #define WV_GLOBAL __global
 #define WV_CONST __constant
 #define WV_FN static inline

@@ -22,17 +22,37 @@ WV_FN uint64_t wv_cell(const wv_fleet *f, uint32_t vm, uint64_t ea) {
 }
 
 /* `n` (1, 2, 4 or 8) little-endian bytes contiguous at `p`: a host reads them as one unaligned
- * word; a device as one word where aligned (GPUs fault on misaligned words), else bytewise. */
-#if WV_HOST
-WV_FN uint64_t wv_bytes_get(const uint8_t *p, uint32_t n) { uint64_t v = 0; __builtin_memcpy(&v, p, n); return v; }
-WV_FN void wv_bytes_put(uint8_t *p, uint32_t n, uint64_t v) { __builtin_memcpy(p, &v, n); }
-#else
+ * word; OpenCL through vloadn; CUDA as one word where aligned (GPUs fault on misaligned words),
+ * else bytewise. */
+#if !WV_HOST
 /* Guest memory is read and written in words of every width over the same bytes, so its word
  * types must alias each other: C's aliasing rules would let a device compiler's type-based
  * alias analysis reorder a 4-byte store and an 8-byte load of the same bytes. */
 typedef uint64_t __attribute__((may_alias)) wv_word64;
 typedef uint32_t __attribute__((may_alias)) wv_word32;
 typedef uint16_t __attribute__((may_alias)) wv_word16;
+#endif
+#if WV_HOST
+WV_FN uint64_t wv_bytes_get(const uint8_t *p, uint32_t n) { uint64_t v = 0; __builtin_memcpy(&v, p, n); return v; }
+WV_FN void wv_bytes_put(uint8_t *p, uint32_t n, uint64_t v) { __builtin_memcpy(p, &v, n); }
+#elif WV_VLOAD_BYTES
+/* OpenCL: vloadn of uchar is defined at any address, so the device compiler picks the access
+ * (one unaligned word where the device allows it, as PoCL on a CPU does) instead of a branch on
+ * the alignment and a byte loop that LLVM vectorised into shifts. Little-endian devices only
+ * (the dialect checks), so the bytes' order is the word's. */
+WV_FN uint64_t wv_bytes_get(WV_GLOBAL const uint8_t *p, uint32_t n) {
+  if (n == 8) return as_ulong(vload8(0, p));
+  if (n == 4) return as_uint(vload4(0, p));
+  if (n == 2) return as_ushort(vload2(0, p));
+  return *p;
+}
+WV_FN void wv_bytes_put(WV_GLOBAL uint8_t *p, uint32_t n, uint64_t v) {
+  if (n == 8) { vstore8(as_uchar8(v), 0, p); return; }
+  if (n == 4) { vstore4(as_uchar4((uint32_t)v), 0, p); return; }
+  if (n == 2) { vstore2(as_uchar2((uint16_t)v), 0, p); return; }
+  *p = (uint8_t)v;
+}
+#else
 WV_FN uint64_t wv_bytes_get(WV_GLOBAL const uint8_t *p, uint32_t n) {
   if (((uint64_t)p & (n - 1)) == 0) {
     if (n == 8) return *(WV_GLOBAL const wv_word64 *)p;
@@ -392,6 +412,19 @@ WV_FN uint32_t wv_memory_copy(const wv_fleet *f, uint32_t vm, uint32_t d, uint32
 #endif
 #if WV_HOST && WV_INTERLEAVE == 0
   __builtin_memmove(f->mem + wv_cell(f, vm, d), f->mem + wv_cell(f, vm, s), n);
+#elif WV_VLOAD_BYTES && WV_INTERLEAVE == 0
+  /* Eight bytes at a time, each chunk read before it is written, in the direction that never
+   * overwrites a source byte before reading it. */
+  WV_GLOBAL uint8_t *dp = wv_mem_base(f, vm) + d;
+  WV_GLOBAL const uint8_t *sp = wv_mem_base(f, vm) + s;
+  uint32_t i;
+  if (d <= s) {
+    for (i = 0; i + 8 <= n; i += 8) vstore8(vload8(0, sp + i), 0, dp + i);
+    for (; i < n; i++) dp[i] = sp[i];
+  } else {
+    for (i = n; i >= 8; i -= 8) vstore8(vload8(0, sp + i - 8), 0, dp + i - 8);
+    for (; i > 0; i--) dp[i - 1] = sp[i - 1];
+  }
 #else
   if (d <= s) {
     for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = f->mem[wv_cell(f, vm, (uint64_t)s + i)];
