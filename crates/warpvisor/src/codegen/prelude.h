@@ -833,23 +833,25 @@ WV_FN double wv_f64_quiet(double r) { return wv_f64_isnan(r) ? r + r : r; }
 #define wv_f64_sub(a, b) wv_f64_quiet((a) - (b))
 #define wv_f64_mul(a, b) wv_f64_quiet((a) * (b))
 #define wv_f64_div(a, b) wv_f64_quiet((a) / (b))
+/* min and max of a NaN are a NaN, quiet: `a + b` is not enough where the device compiler folds
+ * `a + -0.0` to `a` (f32.min(x, -0.0) once returned a signalling x on PoCL). */
 WV_FN float wv_f32_min(float a, float b) {
-  if (wv_f32_isnan(a) || wv_f32_isnan(b)) return a + b;
+  if (wv_f32_isnan(a) || wv_f32_isnan(b)) return wv_f32_quiet(a + b);
   if (a == b) return wv_f32_from_bits(wv_f32_bits(a) | wv_f32_bits(b));
   return a < b ? a : b;
 }
 WV_FN float wv_f32_max(float a, float b) {
-  if (wv_f32_isnan(a) || wv_f32_isnan(b)) return a + b;
+  if (wv_f32_isnan(a) || wv_f32_isnan(b)) return wv_f32_quiet(a + b);
   if (a == b) return wv_f32_from_bits(wv_f32_bits(a) & wv_f32_bits(b));
   return a > b ? a : b;
 }
 WV_FN double wv_f64_min(double a, double b) {
-  if (wv_f64_isnan(a) || wv_f64_isnan(b)) return a + b;
+  if (wv_f64_isnan(a) || wv_f64_isnan(b)) return wv_f64_quiet(a + b);
   if (a == b) return wv_f64_from_bits(wv_f64_bits(a) | wv_f64_bits(b));
   return a < b ? a : b;
 }
 WV_FN double wv_f64_max(double a, double b) {
-  if (wv_f64_isnan(a) || wv_f64_isnan(b)) return a + b;
+  if (wv_f64_isnan(a) || wv_f64_isnan(b)) return wv_f64_quiet(a + b);
   if (a == b) return wv_f64_from_bits(wv_f64_bits(a) & wv_f64_bits(b));
   return a > b ? a : b;
 }

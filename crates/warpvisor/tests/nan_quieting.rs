@@ -1,0 +1,122 @@
+//! A signalling NaN that meets a constant identity operand (`x * 1.0`, `min(x, -0.0)`, ...)
+//! must still come out quiet, as WebAssembly's arithmetic NaNs are: device compilers fold such
+//! operations to `x` itself, so the kernels quiet what those folds would let through. The
+//! operands here are constants in the code, where the folds happen (the spec scripts pass them
+//! as arguments, where they cannot).
+
+mod common;
+
+use std::sync::Arc;
+
+use warpvisor::codegen::KernelOptions;
+use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, Value};
+
+/// Every f32/f64 operator that a device compiler may fold to one of its operands, with the
+/// identity operand as a constant.
+const OPS: &[(&str, &str, &str)] = &[
+    ("mul", "1.0", "mul"),
+    ("div", "1.0", "div"),
+    ("sub", "0.0", "sub"),
+    ("add", "-0.0", "add"),
+    ("min_neg_zero", "-0.0", "min"),
+    ("min_zero", "0.0", "min"),
+    ("max_neg_zero", "-0.0", "max"),
+    ("max_zero", "0.0", "max"),
+    ("min_inf", "inf", "min"),
+    ("max_neg_inf", "-inf", "max"),
+];
+
+fn module() -> String {
+    let mut funcs = String::new();
+    for (name, constant, op) in OPS {
+        funcs.push_str(&format!(
+            "(func (export \"f32_{name}\") (param i32) (result i32)
+               (i32.reinterpret_f32 (f32.{op} (f32.reinterpret_i32 (local.get 0)) (f32.const {constant}))))
+             (func (export \"f64_{name}\") (param i64) (result i64)
+               (i64.reinterpret_f64 (f64.{op} (f64.reinterpret_i64 (local.get 0)) (f64.const {constant}))))\n"
+        ));
+    }
+    format!("(module {funcs})")
+}
+
+fn check(backend: &str) {
+    let options = KernelOptions {
+        dialect: common::dialect(backend),
+        ..KernelOptions::default()
+    };
+    let b = common::backend(backend);
+    let wat = module();
+    let program = Arc::new(Program::compile(wat.as_bytes(), &options, b.as_ref()).unwrap());
+    let config = FleetConfig {
+        num_vms: 4,
+        ..FleetConfig::default()
+    };
+    let mut fleet = Fleet::new(program, config, Imports::default()).unwrap();
+    // Signalling NaNs of both signs, with payloads.
+    let f32_inputs = [0x7fa0_0000u32, 0xffa0_0001, 0x7f80_0001];
+    let f64_inputs = [
+        0x7ff4_0000_0000_0000u64,
+        0xfff4_0000_0000_0001,
+        0x7ff0_0000_0000_0001,
+    ];
+    for (name, constant, _) in OPS {
+        let jobs: Vec<Vec<Value>> = f32_inputs
+            .iter()
+            .map(|&x| vec![Value::I32(x as i32)])
+            .collect();
+        for (x, o) in f32_inputs
+            .iter()
+            .zip(fleet.invoke(&format!("f32_{name}"), &jobs).unwrap())
+        {
+            let Outcome::Returned(r) = &o else {
+                panic!("{backend} f32.{name}: {o:?}")
+            };
+            let [Value::I32(bits)] = r[..] else {
+                panic!("{backend} f32.{name}: {r:?}")
+            };
+            let bits = bits as u32;
+            assert!(
+                bits & 0x7fc0_0000 == 0x7fc0_0000,
+                "{backend}: f32.{name} of signalling NaN {x:#010x} and {constant} gave {bits:#010x}, not a quiet NaN"
+            );
+        }
+        let jobs: Vec<Vec<Value>> = f64_inputs
+            .iter()
+            .map(|&x| vec![Value::I64(x as i64)])
+            .collect();
+        for (x, o) in f64_inputs
+            .iter()
+            .zip(fleet.invoke(&format!("f64_{name}"), &jobs).unwrap())
+        {
+            let Outcome::Returned(r) = &o else {
+                panic!("{backend} f64.{name}: {o:?}")
+            };
+            let [Value::I64(bits)] = r[..] else {
+                panic!("{backend} f64.{name}: {r:?}")
+            };
+            let bits = bits as u64;
+            assert!(
+                bits & 0x7ff8_0000_0000_0000 == 0x7ff8_0000_0000_0000,
+                "{backend}: f64.{name} of signalling NaN {x:#018x} and {constant} gave {bits:#018x}, not a quiet NaN"
+            );
+        }
+    }
+}
+
+#[test]
+fn folded_identities_quiet_signalling_nans_on_cpu() {
+    check("cpu");
+}
+
+#[test]
+fn folded_identities_quiet_signalling_nans_on_opencl() {
+    check("opencl");
+}
+
+#[test]
+fn folded_identities_quiet_signalling_nans_on_cuda_through_the_cpu_driver() {
+    if !common::cuda_on_cpu_here() {
+        return;
+    }
+    check("cuda");
+}
