@@ -52,53 +52,43 @@ fn check(backend: &str) {
         ..FleetConfig::default()
     };
     let mut fleet = Fleet::new(program, config, Imports::default()).unwrap();
-    // Signalling NaNs of both signs, with payloads.
-    let f32_inputs = [0x7fa0_0000u32, 0xffa0_0001, 0x7f80_0001];
-    let f64_inputs = [
-        0x7ff4_0000_0000_0000u64,
-        0xfff4_0000_0000_0001,
-        0x7ff0_0000_0000_0001,
+    // Per width: the bits a quiet NaN has set, and signalling NaNs of both signs with payloads.
+    let widths: [(&str, u64, [u64; 3]); 2] = [
+        ("f32", 0x7fc0_0000, [0x7fa0_0000, 0xffa0_0001, 0x7f80_0001]),
+        (
+            "f64",
+            0x7ff8_0000_0000_0000,
+            [
+                0x7ff4_0000_0000_0000,
+                0xfff4_0000_0000_0001,
+                0x7ff0_0000_0000_0001,
+            ],
+        ),
     ];
     for (name, constant, _) in OPS {
-        let jobs: Vec<Vec<Value>> = f32_inputs
-            .iter()
-            .map(|&x| vec![Value::I32(x as i32)])
-            .collect();
-        for (x, o) in f32_inputs
-            .iter()
-            .zip(fleet.invoke(&format!("f32_{name}"), &jobs).unwrap())
-        {
-            let Outcome::Returned(r) = &o else {
-                panic!("{backend} f32.{name}: {o:?}")
-            };
-            let [Value::I32(bits)] = r[..] else {
-                panic!("{backend} f32.{name}: {r:?}")
-            };
-            let bits = bits as u32;
-            assert!(
-                bits & 0x7fc0_0000 == 0x7fc0_0000,
-                "{backend}: f32.{name} of signalling NaN {x:#010x} and {constant} gave {bits:#010x}, not a quiet NaN"
-            );
-        }
-        let jobs: Vec<Vec<Value>> = f64_inputs
-            .iter()
-            .map(|&x| vec![Value::I64(x as i64)])
-            .collect();
-        for (x, o) in f64_inputs
-            .iter()
-            .zip(fleet.invoke(&format!("f64_{name}"), &jobs).unwrap())
-        {
-            let Outcome::Returned(r) = &o else {
-                panic!("{backend} f64.{name}: {o:?}")
-            };
-            let [Value::I64(bits)] = r[..] else {
-                panic!("{backend} f64.{name}: {r:?}")
-            };
-            let bits = bits as u64;
-            assert!(
-                bits & 0x7ff8_0000_0000_0000 == 0x7ff8_0000_0000_0000,
-                "{backend}: f64.{name} of signalling NaN {x:#018x} and {constant} gave {bits:#018x}, not a quiet NaN"
-            );
+        for (width, quiet, inputs) in &widths {
+            let func = format!("{width}_{name}");
+            let jobs: Vec<Vec<Value>> = inputs
+                .iter()
+                .map(|&x| match *width {
+                    "f32" => vec![Value::I32(x as u32 as i32)],
+                    _ => vec![Value::I64(x as i64)],
+                })
+                .collect();
+            for (x, o) in inputs.iter().zip(fleet.invoke(&func, &jobs).unwrap()) {
+                let bits = match &o {
+                    Outcome::Returned(r) => match r[..] {
+                        [Value::I32(b)] => b as u32 as u64,
+                        [Value::I64(b)] => b as u64,
+                        _ => panic!("{backend} {func}: {r:?}"),
+                    },
+                    _ => panic!("{backend} {func}: {o:?}"),
+                };
+                assert!(
+                    bits & quiet == *quiet,
+                    "{backend}: {func} of signalling NaN {x:#x} and {constant} gave {bits:#x}, not a quiet NaN"
+                );
+            }
         }
     }
 }
