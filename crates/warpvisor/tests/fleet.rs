@@ -12,19 +12,12 @@ fn fleet(wat: &str, interleave: u32, num_vms: u32) -> Fleet {
 }
 
 fn fleet_on(backend: &str, wat: &str, interleave: u32, num_vms: u32) -> Fleet {
-    let options = KernelOptions {
-        dialect: common::dialect(backend),
-        interleave,
-        ..KernelOptions::default()
-    };
-    let backend = common::backend(backend);
-    let program = Arc::new(Program::compile(wat.as_bytes(), &options, backend.as_ref()).unwrap());
     let config = FleetConfig {
         num_vms,
         max_memory_pages: 4,
         ..FleetConfig::default()
     };
-    Fleet::new(program, config, Imports::default()).unwrap()
+    common::fleet(backend, wat, interleave, config)
 }
 
 const DIV: &str = r#"(module

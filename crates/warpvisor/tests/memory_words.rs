@@ -4,10 +4,7 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use warpvisor::codegen::KernelOptions;
-use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, Value};
+use warpvisor::vmm::{Fleet, FleetConfig, Outcome, Value};
 
 const WAT: &str = r#"(module
   (memory 1)
@@ -82,22 +79,6 @@ fn expected_words(a: usize, v: u64) -> i64 {
     (h as i64).wrapping_add(hash(&m))
 }
 
-fn fleet_on(backend: &str, interleave: u32, num_vms: u32) -> Fleet {
-    let options = KernelOptions {
-        dialect: common::dialect(backend),
-        interleave,
-        ..KernelOptions::default()
-    };
-    let backend = common::backend(backend);
-    let program = Arc::new(Program::compile(WAT.as_bytes(), &options, backend.as_ref()).unwrap());
-    let config = FleetConfig {
-        num_vms,
-        max_memory_pages: 1,
-        ..FleetConfig::default()
-    };
-    Fleet::new(program, config, Imports::default()).unwrap()
-}
-
 const VMS: usize = 64;
 
 /// Runs `jobs` of `func` in batches of the fleet's size.
@@ -118,7 +99,12 @@ fn check(backend: &str, interleave: u32) {
             }
         }
     }
-    let mut f = fleet_on(backend, interleave, VMS as u32);
+    let config = FleetConfig {
+        num_vms: VMS as u32,
+        max_memory_pages: 1,
+        ..FleetConfig::default()
+    };
+    let mut f = common::fleet(backend, WAT, interleave, config);
     let jobs: Vec<Vec<Value>> = copies
         .iter()
         .map(|&(d, s, n)| {

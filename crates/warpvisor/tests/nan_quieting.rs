@@ -6,10 +6,7 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use warpvisor::codegen::KernelOptions;
-use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, Value};
+use warpvisor::vmm::{FleetConfig, Outcome, Value};
 
 /// Every f32/f64 operator that a device compiler may fold to one of its operands, with the
 /// identity operand as a constant.
@@ -40,18 +37,11 @@ fn module() -> String {
 }
 
 fn check(backend: &str) {
-    let options = KernelOptions {
-        dialect: common::dialect(backend),
-        ..KernelOptions::default()
-    };
-    let b = common::backend(backend);
-    let wat = module();
-    let program = Arc::new(Program::compile(wat.as_bytes(), &options, b.as_ref()).unwrap());
     let config = FleetConfig {
         num_vms: 4,
         ..FleetConfig::default()
     };
-    let mut fleet = Fleet::new(program, config, Imports::default()).unwrap();
+    let mut fleet = common::fleet(backend, &module(), 0, config);
     // Per width: the bits a quiet NaN has set, and signalling NaNs of both signs with payloads.
     let widths: [(&str, u64, [u64; 3]); 2] = [
         ("f32", 0x7fc0_0000, [0x7fa0_0000, 0xffa0_0001, 0x7f80_0001]),

@@ -416,7 +416,7 @@ WV_FN uint32_t wv_memory_copy(const wv_fleet *f, uint32_t vm, uint32_t d, uint32
   /* Eight bytes at a time, each chunk read before it is written, in the direction that never
    * overwrites a source byte before reading it. */
   WV_GLOBAL uint8_t *dp = wv_mem_base(f, vm) + d;
-  WV_GLOBAL const uint8_t *sp = wv_mem_base(f, vm) + s;
+  WV_GLOBAL const uint8_t *sp = dp - d + s;
   uint32_t i;
   if (d <= s) {
     for (i = 0; i + 8 <= n; i += 8) vstore8(vload8(0, sp + i), 0, dp + i);

@@ -94,6 +94,24 @@ pub fn dialect(name: &str) -> warpvisor::codegen::Dialect {
     }
 }
 
+/// A fleet of `wat`'s module on backend `name` (its dialect, the given interleave, other kernel
+/// options at their defaults) with `config`, without imports.
+pub fn fleet(
+    name: &str,
+    wat: &str,
+    interleave: u32,
+    config: warpvisor::vmm::FleetConfig,
+) -> warpvisor::vmm::Fleet {
+    let options = warpvisor::codegen::KernelOptions {
+        dialect: dialect(name),
+        interleave,
+        ..Default::default()
+    };
+    let program =
+        warpvisor::vmm::Program::compile(wat.as_bytes(), &options, backend(name).as_ref()).unwrap();
+    warpvisor::vmm::Fleet::new(Arc::new(program), config, Default::default()).unwrap()
+}
+
 /// The shared test suites: `$WARPVISOR_TESTSUITE`, else `shared/testsuite` beside the repo.
 pub fn testsuite() -> PathBuf {
     if let Some(d) = std::env::var_os("WARPVISOR_TESTSUITE") {
