@@ -12,6 +12,7 @@
 pub mod cache;
 pub mod cpu;
 pub mod cuda;
+pub mod environment;
 mod fleet;
 pub mod opencl;
 pub mod select;

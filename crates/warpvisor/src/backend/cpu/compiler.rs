@@ -8,6 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::backend::cache::{self, cache_dir};
+use crate::backend::environment;
 use crate::backend::BackendError;
 use crate::codegen::{CallMode, KernelOptions, MemoryChecks};
 
@@ -41,7 +42,7 @@ impl CCompiler {
     /// Finds the C compiler (`$CC`, else `cc`) and records its version.
     pub fn detect() -> Result<Self, BackendError> {
         let path = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        let out = Command::new(&path).arg("--version").output().map_err(|e| {
+        let out = environment::output(Command::new(&path).arg("--version")).map_err(|e| {
             BackendError::Unavailable {
                 backend: "cpu",
                 reason: format!("no C compiler `{path}` ({e}); install gcc or set CC"),
@@ -147,15 +148,16 @@ impl CCompiler {
         let tmp_obj = dir.join(format!("{unique}.so.tmp"));
         std::fs::write(&c_file, code).map_err(io("writing kernel source"))?;
         let run = |extra: &[&str]| {
-            Command::new(&self.path)
-                .args(flags)
-                .args(extra)
-                .arg("-o")
-                .arg(&tmp_obj)
-                .arg(&c_file)
-                .arg("-lm")
-                .output()
-                .map_err(io(format!("running {}", self.path)))
+            environment::output(
+                Command::new(&self.path)
+                    .args(flags)
+                    .args(extra)
+                    .arg("-o")
+                    .arg(&tmp_obj)
+                    .arg(&c_file)
+                    .arg("-lm"),
+            )
+            .map_err(io(format!("running {}", self.path)))
         };
         let mut out = run(&[])?;
         // GCC 12's value-range propagation crashes on some generated functions (seen on

@@ -85,6 +85,8 @@ fn configure_pocl() {
 /// Every OpenCL device of every platform, or why there are none.
 pub fn devices() -> Result<Vec<(DeviceInfo, Device)>, BackendError> {
     let _one_at_a_time = ENUMERATE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // PoCL adds to the environment with C's `setenv` while it first lists its devices.
+    let _environment = crate::backend::environment::changing();
     configure_pocl();
     // An explicit OPENCL_DYLIB_PATH is the library the user wants: if none of its entries
     // loads, OpenCL is unavailable (cl3 would otherwise fall back to the system library).
