@@ -113,6 +113,19 @@ fn echo_jobs_match_wasmtime_on_opencl() {
     check_against_wasmtime("opencl", &echo(), &jobs(), 2);
 }
 
+/// Synchronous imports on PoCL (`--calls direct`: the host serves WASI while the kernel runs,
+/// over fine-grained SVM), interleave 4: the echo jobs and the C guests against wasmtime.
+#[test]
+fn wasi_jobs_match_wasmtime_on_opencl_with_synchronous_imports() {
+    check_modes("opencl", &[CallMode::Direct], &echo(), &jobs(), 2);
+    for (name, jobs) in guest_cases() {
+        if ["c-hello.wasm", "c-exit_code.wasm", "c-recurse.wasm"].contains(&name) {
+            eprintln!("{name}");
+            check_modes("opencl", &[CallMode::Direct], &guest(name), &jobs, 0);
+        }
+    }
+}
+
 fn guest(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../guests/wasm")

@@ -3,8 +3,8 @@
 use crate::vmm::TrapKind;
 
 /// VM status values (`WV_RUNNING`, ...). Who sets each is part of the contract: the kernel
-/// sets `DONE`, `TRAPPED`, `HYPERCALL` and `ELSEWHERE`; the host sets `ENTRY`, `RESUME` and
-/// `RESET`, and may stop any VM by setting `TRAPPED`.
+/// sets `DONE`, `TRAPPED`, `HYPERCALL`, `ELSEWHERE` and `HOST_CALL`; the host sets `ENTRY`,
+/// `RESUME` and `RESET`, and may stop any VM by setting `TRAPPED`.
 pub mod status {
     /// Running, or ready to run in the partition the host launches next.
     pub const RUNNING: u32 = 0;
@@ -25,10 +25,15 @@ pub mod status {
     /// Set by the host before a reset launch: the reset kernel puts this VM back to the
     /// instantiation image (and leaves it `DONE`); VMs with any other status are left alone.
     pub const RESET: u32 = 7;
+    /// Waiting inside the running kernel for the host to serve import `wv_vm.hypercall`, whose
+    /// arguments are in its result words (synchronous imports on a device, `--calls direct` on
+    /// OpenCL). The host answers with `RUNNING` and the results, or stops it with `TRAPPED`.
+    /// Never seen after a launch.
+    pub const HOST_CALL: u32 = 8;
 }
 
 /// Every status code with its C name and meaning, in code order.
-pub const STATUS_CODES: [(&str, u32, &str); 8] = [
+pub const STATUS_CODES: [(&str, u32, &str); 9] = [
     (
         "RUNNING",
         status::RUNNING,
@@ -60,6 +65,11 @@ pub const STATUS_CODES: [(&str, u32, &str); 8] = [
         "RESET",
         status::RESET,
         "host: the reset kernel restores this VM to the image",
+    ),
+    (
+        "HOST_CALL",
+        status::HOST_CALL,
+        "waiting in the kernel for the host to serve an import",
     ),
 ];
 

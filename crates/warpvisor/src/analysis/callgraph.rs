@@ -168,6 +168,30 @@ impl CallGraph {
         self
     }
 
+    /// The graph for synchronous imports on a device without a call stack (direct calls on
+    /// OpenCL): imports are served while the kernel waits, so only the imports in `parking`,
+    /// the functions on call cycles (which the device cannot recurse into) and every function
+    /// that can reach one of them yield.
+    pub fn with_synchronous_imports(mut self, parking: &[u32]) -> Self {
+        let n = self.yields.len();
+        let edges = call_edges(&self.callees, &self.indirect, &self.targets_by_sig);
+        let mut yields = vec![false; edges.len()];
+        for &p in parking.iter().filter(|&&p| (p as usize) < n) {
+            yields[p as usize] = true;
+        }
+        for scc in strongly_connected(&edges) {
+            if scc.len() > 1 || edges[scc[0] as usize].contains(&scc[0]) {
+                for f in scc {
+                    yields[f as usize] = true;
+                }
+            }
+        }
+        reach_callers(&edges, &mut yields);
+        yields.truncate(n);
+        self.yields = yields;
+        self
+    }
+
     /// Possible targets of a `call_indirect` with canonical signature `sig`.
     pub fn indirect_targets(&self, sig: u32) -> &[u32] {
         self.targets_by_sig
@@ -317,6 +341,29 @@ mod tests {
         assert!(direct.recursive[4], "recursion is still known");
         // Nothing parks: nothing yields.
         assert!(g.with_direct_calls(&[]).yields.iter().all(|y| !y));
+    }
+
+    #[test]
+    fn with_synchronous_imports_recursion_and_parking_imports_yield() {
+        // The module of the test above: import 0 parks, 1 does not; $c recurses.
+        let g = graph(
+            r#"(module (import "m" "park" (func)) (import "m" "plain" (func))
+              (type $t (func)) (table 1 funcref) (elem (i32.const 0) $b)
+              (func $a (call_indirect (type $t) (i32.const 0)))
+              (func $b (call 0))
+              (func $c (call 1) (call $c))
+              (func $d (call $a))
+              (func $e (call $c)))"#,
+        );
+        let sync = g.clone().with_synchronous_imports(&[0]);
+        // The plain import is served in the kernel; $c still yields (it recurses), and so
+        // does $e, which calls it; $a, $b and $d reach the parking import.
+        assert_eq!(sync.yields, vec![true, false, true, true, true, true, true]);
+        let none = g.with_synchronous_imports(&[]);
+        assert_eq!(
+            none.yields,
+            vec![false, false, false, false, true, false, true]
+        );
     }
 
     #[test]

@@ -148,7 +148,8 @@ pub struct FleetArgs {
     #[arg(long, value_name = "SECONDS", value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
     /// How kernels make calls that may leave the device: `direct` (imports served while the
-    /// kernel waits, native recursion within --stack-words × 64 bytes of stack; cpu only) or
+    /// kernel waits: on cpu, with native recursion within --stack-words × 64 bytes of stack;
+    /// on opencl devices with fine-grained SVM, recursion still through continuations) or
     /// `continuations` (every device). Default: direct on cpu, continuations elsewhere.
     #[arg(long, value_name = "MODE", value_parser = parse_calls)]
     pub calls: Option<CallMode>,

@@ -70,6 +70,19 @@ typedef long int64_t;
 #ifndef __ENDIAN_LITTLE__
 #error "the opencl backend needs a little-endian device (WebAssembly memory is little-endian)"
 #endif
+/* Synchronous imports (WV_SYNC_IMPORTS, built as OpenCL C 3.0): a VM's status is published to
+ * and observed from the host through atomics at the scope of every SVM device and the host.
+ * A compiler without that optional scope (PoCL 3.1 names none, though its CPU device reports
+ * SVM atomics with the host) gets the device's: the host shares the CPU device's memory. */
+#ifdef __opencl_c_atomic_scope_all_devices
+#define WV_HOST_SCOPE memory_scope_all_svm_devices
+#else
+#define WV_HOST_SCOPE memory_scope_device
+#endif
+#define wv_status_publish(p, s) atomic_store_explicit((volatile __global atomic_uint *)(p), (s), \
+  memory_order_release, WV_HOST_SCOPE)
+#define wv_status_observe(p) atomic_load_explicit((volatile __global atomic_uint *)(p), \
+  memory_order_acquire, WV_HOST_SCOPE)
 /* A device: no C library; guest words through vloadn/vstoren of bytes (any alignment). */
 #define WV_HOST 0
 #define WV_VLOAD_BYTES 1

@@ -11,7 +11,7 @@ use super::function::{fastcall_signature, sanitize_comment, FunctionEmitter};
 use super::native::{native_dispatch_signature, NativeCalls};
 use super::partition::{self, fastcall_closure};
 use super::{
-    c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CallMode, CodegenError, Dialect,
+    c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CodegenError, Dialect,
     KernelLayout, KernelOptions, KernelSource, MemoryChecks, ModuleContext, PRELUDE,
 };
 use crate::abi;
@@ -40,13 +40,13 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
             options.interleave
         )));
     }
-    let direct = options.calls == CallMode::Direct;
-    if direct && options.dialect != Dialect::C {
-        return Err(CodegenError::Limit(format!(
-            "direct calls need a kernel in host C (the cpu backend); {} kernels make calls \
-             through continuations (--calls continuations)",
-            options.dialect.name()
-        )));
+    let direct = options.native_calls();
+    if options.synchronous_imports() && options.dialect == Dialect::Cuda {
+        return Err(CodegenError::Limit(
+            "direct calls are built for host C (the cpu backend) and OpenCL; cuda kernels make \
+             calls through continuations (--calls continuations)"
+                .into(),
+        ));
     }
     if options.memory_checks == MemoryChecks::Guard {
         if let Some(why) = MemoryChecks::guard_unsupported(options) {
@@ -59,6 +59,8 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
     let mut graph = CallGraph::new(module, &sigs);
     if direct {
         graph = graph.with_direct_calls(&parking_imports(module, options));
+    } else if options.synchronous_imports() {
+        graph = graph.with_synchronous_imports(&parking_imports(module, options));
     }
     let blocks = match options.trace {
         false => None,
@@ -177,7 +179,12 @@ fn emit_partition(
     let _ = writeln!(
         out,
         "#define WV_DIRECT_CALLS {}",
-        u8::from(options.calls == CallMode::Direct)
+        u8::from(options.native_calls())
+    );
+    let _ = writeln!(
+        out,
+        "#define WV_SYNC_IMPORTS {}",
+        u8::from(options.synchronous_imports())
     );
     let _ = writeln!(
         out,
@@ -271,7 +278,7 @@ fn emit_partition(
         out.push_str(&native.kind_table(graph, &fastcalls));
     }
     let guard = options.memory_checks == MemoryChecks::Guard;
-    let direct = options.calls == CallMode::Direct;
+    let direct = options.native_calls();
     for (i, &f) in bodies.iter().enumerate() {
         out.push('\n');
         if (f as usize) < module.imported_funcs {

@@ -175,9 +175,12 @@ pub enum CallMode {
     /// on every device.
     #[default]
     Continuations,
-    /// Every function is a plain C function: the kernel calls the host for an import and
-    /// waits, and recursion uses the worker's native stack (a frame below its floor traps with
-    /// `stack_overflow`). Host C only (the `cpu` backend).
+    /// Calls finish on the device wherever it can. In host C (the `cpu` backend) every
+    /// function is a plain C function: the kernel calls the host for an import and waits, and
+    /// recursion uses the worker's native stack (a frame below its floor traps with
+    /// `stack_overflow`). On OpenCL devices with fine-grained SVM and its atomics the host
+    /// serves imports while the kernel waits (`backend/opencl/host_calls.rs`); recursion,
+    /// which OpenCL C lacks, stays continuations. Not on CUDA yet.
     Direct,
 }
 
@@ -197,6 +200,20 @@ impl CallMode {
             "direct" => Some(CallMode::Direct),
             _ => None,
         }
+    }
+}
+
+impl KernelOptions {
+    /// Whether the kernel's calls are C calls throughout (direct calls in host C): recursion
+    /// on the native stack, traps and host stops unwinding by a jump to the entry shim.
+    pub fn native_calls(&self) -> bool {
+        self.calls == CallMode::Direct && self.dialect == Dialect::C
+    }
+
+    /// Whether the host serves imports while the kernel waits (direct calls on any dialect),
+    /// so that only recursion and parking imports leave the kernel.
+    pub fn synchronous_imports(&self) -> bool {
+        self.calls == CallMode::Direct
     }
 }
 

@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use super::{CallMode, KernelOptions, ModuleContext};
+use super::{KernelOptions, ModuleContext};
 use crate::analysis::CallGraph;
 
 /// `wv_callee_kind` of a function the trampoline must run.
@@ -49,7 +49,7 @@ impl NativeCalls {
             callees: vec![false; ctx.module.funcs.len()],
             ..Default::default()
         };
-        if options.calls == CallMode::Direct {
+        if options.native_calls() {
             return plan;
         }
         for &f in bodies {

@@ -662,6 +662,25 @@ WV_FN void wv_call_host(wv_fleet *f, uint32_t vm, uint32_t import, uint64_t *wor
 #endif
 #endif
 
+/* ---- synchronous imports on a device (--calls direct on OpenCL with fine-grained SVM) ---- */
+#if WV_SYNC_IMPORTS && !WV_DIRECT_CALLS
+/* The fleet lives in memory the host shares while the kernel runs (backend/opencl/host_calls.rs
+ * polls it). A VM calling an import leaves its arguments in its result words, publishes
+ * WV_HOST_CALL in its status and spins until the host answers: RUNNING with the results in the
+ * result words, or TRAPPED (the host recorded why), which the caller's WV_AFTER_CALL unwinds.
+ * Only recursion and imports that park leave the kernel. */
+WV_FN void wv_call_host(wv_fleet *f, uint32_t vm, uint32_t import, uint64_t *words) {
+  WV_GLOBAL wv_vm *v = &f->vms[vm];
+  v->slow_calls++;
+  v->hypercall = import;
+  for (uint32_t i = 0; i < WV_RET_WORDS; i++) WV_RET(i) = words[i];
+  wv_status_publish(&v->status, WV_HOST_CALL);
+  while (wv_status_observe(&v->status) == WV_HOST_CALL) {
+  }
+  for (uint32_t i = 0; i < WV_RET_WORDS; i++) words[i] = WV_RET(i);
+}
+#endif
+
 #if WV_DIRTY_PAGES
 /* End of what restoring dirty page `p` covers: the page and the 7 bytes a store starting in
  * it may write beyond it, within the `clear` bytes the VM may have written. */

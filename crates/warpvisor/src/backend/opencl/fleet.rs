@@ -24,9 +24,12 @@ use opencl3::error_codes::{
     CL_OUT_OF_HOST_MEMORY, CL_OUT_OF_RESOURCES,
 };
 use opencl3::kernel::Kernel as ClKernel;
-use opencl3::memory::{Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_READ_WRITE};
+use opencl3::memory::{
+    Buffer, ClMem, CL_MAP_READ, CL_MAP_WRITE, CL_MEM_READ_WRITE, CL_MEM_USE_HOST_PTR,
+};
 use opencl3::types::{cl_mem, cl_uint, CL_BLOCKING, CL_NON_BLOCKING};
 
+use super::host_calls::SvmStorage;
 use super::Shared;
 use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg};
 use crate::backend::{check_ranges, dirty_marks, BackendError, DeviceFleet, Traffic};
@@ -37,6 +40,9 @@ pub(super) struct ClFleet {
     shared: Arc<Shared>,
     shape: FleetShape,
     buffers: Vec<Buffer<u8>>,
+    /// The shared memory the buffers use, for a kernel whose imports the host serves while it
+    /// runs (`host_calls.rs`); declared after the buffers, so freed after them.
+    svm: Option<SvmStorage>,
     /// Where each buffer is mapped into the host while the host works on it (CPU devices in
     /// host memory only), until the next launch.
     mapped: Vec<Option<NonNull<u8>>>,
@@ -50,12 +56,15 @@ unsafe impl Send for ClFleet {}
 impl ClFleet {
     /// Creates every buffer of `shape` in `shared`'s context, zeroes it on the device (no host
     /// copy of a possibly huge memory buffer is made), and writes the data segments' bytes and
-    /// the element segments' references (little-endian `u32`) into their blobs.
+    /// the element segments' references (little-endian `u32`) into their blobs. With
+    /// `shared_memory` every buffer is made over fine-grained SVM the host may touch while a
+    /// kernel runs (synchronous imports).
     pub(super) fn new(
         shared: Arc<Shared>,
         shape: &FleetShape,
         data_blob: &[u8],
         elem_blob: &[u32],
+        shared_memory: bool,
     ) -> Result<Self, BackendError> {
         let elems: Vec<u8> = elem_blob.iter().flat_map(|r| r.to_le_bytes()).collect();
         let blobs = [
@@ -72,21 +81,49 @@ impl ClFleet {
                 )));
             }
         }
+        let svm = match shared_memory {
+            true => Some(SvmStorage::new(&shared.context, shape)?),
+            false => None,
+        };
         let mut buffers = Vec::with_capacity(FleetBuffer::ALL.len());
         for &b in FleetBuffer::ALL {
             let bytes = shape.bytes(b);
             let len = usize::try_from(bytes).map_err(|_| BackendError::OutOfMemory { bytes })?;
-            // SAFETY: no host pointer: the runtime allocates the buffer.
-            let buffer = unsafe {
-                Buffer::<u8>::create(
-                    &shared.context,
-                    CL_MEM_READ_WRITE,
-                    len,
-                    std::ptr::null_mut(),
-                )
-            }
-            .map_err(|e| cl_error(e, bytes, || format!("creating the {} buffer", b.name())))?;
+            let (flags, host) = match &svm {
+                Some(svm) => (
+                    CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+                    svm.block(b).as_ptr().cast(),
+                ),
+                None => (CL_MEM_READ_WRITE, std::ptr::null_mut()),
+            };
+            // SAFETY: either no host pointer (the runtime allocates the buffer) or an SVM
+            // block of at least `len` bytes that outlives the buffer (OpenCL 2.0: the buffer
+            // then uses the shared memory as its storage).
+            let buffer = unsafe { Buffer::<u8>::create(&shared.context, flags, len, host) }
+                .map_err(|e| cl_error(e, bytes, || format!("creating the {} buffer", b.name())))?;
             buffers.push(buffer);
+        }
+        if let Some(storage) = &svm {
+            // Zeroed when allocated; the blobs are written in place.
+            for (b, bytes) in blobs {
+                // SAFETY: the block holds the buffer, which `bytes` fits (checked above), and
+                // no kernel runs on it yet.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        storage.block(b).as_ptr(),
+                        bytes.len(),
+                    )
+                };
+            }
+            return Ok(ClFleet {
+                shared,
+                shape: *shape,
+                mapped: vec![None; buffers.len()],
+                buffers,
+                svm,
+                traffic: Traffic::default(),
+            });
         }
         let total = FleetBuffer::ALL
             .iter()
@@ -132,8 +169,14 @@ impl ClFleet {
             shape: *shape,
             mapped: vec![None; buffers.len()],
             buffers,
+            svm: None,
             traffic: Traffic::default(),
         })
+    }
+
+    /// The shared memory of a fleet made for synchronous imports.
+    pub(super) fn shared_memory(&self) -> Option<&SvmStorage> {
+        self.svm.as_ref()
     }
 
     /// Whether this fleet lives in `shared`'s context (a kernel can only run on buffers of
@@ -444,7 +487,7 @@ unsafe fn copy_in(host: NonNull<u8>, ranges: &[Range<u64>], data: &[u8]) {
 }
 
 /// Where `buffer` is in [`ClFleet::buffers`].
-fn slot(buffer: FleetBuffer) -> usize {
+pub(super) fn slot(buffer: FleetBuffer) -> usize {
     FleetBuffer::ALL
         .iter()
         .position(|b| *b == buffer)
@@ -509,6 +552,11 @@ mod tests {
 
     /// A fleet on the first OpenCL device, or `None` (and a note) where there is none.
     fn fleet() -> Option<ClFleet> {
+        fleet_in(false)
+    }
+
+    /// [`fleet`], with its buffers over fine-grained SVM when `shared_memory`.
+    fn fleet_in(shared_memory: bool) -> Option<ClFleet> {
         let backend = match OpenClBackend::new(None) {
             Ok(b) => b,
             Err(e) => {
@@ -522,6 +570,7 @@ mod tests {
                 &shape(),
                 b"segment",
                 &[1, 0x0203_0405, 7],
+                shared_memory,
             )
             .unwrap(),
         )
@@ -534,7 +583,16 @@ mod tests {
 
     #[test]
     fn a_new_fleet_is_zero_but_for_its_segments() {
-        let Some(mut f) = fleet() else { return };
+        for shared_memory in [false, true] {
+            let Some(f) = fleet_in(shared_memory) else {
+                return;
+            };
+            zero_but_for_segments(f, shared_memory);
+        }
+    }
+
+    fn zero_but_for_segments(mut f: ClFleet, shared_memory: bool) {
+        assert_eq!(f.shared_memory().is_some(), shared_memory);
         for &b in FleetBuffer::ALL {
             let bytes = f.shape().bytes(b);
             let mut out = vec![0xffu8; bytes as usize];
@@ -555,7 +613,15 @@ mod tests {
 
     #[test]
     fn commands_and_mappings_see_each_others_bytes() {
-        let Some(mut f) = fleet() else { return };
+        for shared_memory in [false, true] {
+            let Some(f) = fleet_in(shared_memory) else {
+                return;
+            };
+            commands_and_mappings_agree(f, shared_memory);
+        }
+    }
+
+    fn commands_and_mappings_agree(mut f: ClFleet, shared_memory: bool) {
         let shared = f.shared.clone();
         for n in [1, 3, 300] {
             let ranges = cells(n);
@@ -605,6 +671,19 @@ mod tests {
             )
             .unwrap();
             assert!(gaps.iter().all(|&b| b == 0), "{n} ranges");
+            if let Some(svm) = f.shared_memory() {
+                // The shared memory is the buffer's storage: the host sees the same bytes.
+                for (r, chunk) in ranges.iter().zip(data.chunks(4)) {
+                    // SAFETY: the range lies in the memory block; no kernel runs.
+                    let seen = unsafe {
+                        std::slice::from_raw_parts(
+                            svm.block(FleetBuffer::Mem).as_ptr().add(r.start as usize),
+                            4,
+                        )
+                    };
+                    assert_eq!(seen, chunk, "{n} ranges, shared memory {shared_memory}");
+                }
+            }
         }
     }
 

@@ -4,6 +4,7 @@
 //! and runs where no OpenCL is installed, and says why when this backend is asked for.
 
 mod fleet;
+mod host_calls;
 mod program;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -138,6 +139,9 @@ pub fn devices() -> Result<Vec<(DeviceInfo, Device)>, BackendError> {
 pub struct OpenClBackend {
     info: DeviceInfo,
     shared: Arc<Shared>,
+    /// Why the device cannot serve imports while a kernel runs (`--calls direct`), if it
+    /// cannot.
+    sync_imports_unsupported: Option<String>,
 }
 
 /// The context and queue every kernel and fleet of this backend uses; launches and transfers
@@ -187,6 +191,7 @@ impl OpenClBackend {
         let queue = CommandQueue::create_default(&context, 0)
             .map_err(|e| BackendError::Launch(format!("creating an OpenCL queue: {e}")))?;
         Ok(OpenClBackend {
+            sync_imports_unsupported: host_calls::sync_imports_unsupported(&chosen.1),
             info: chosen.0,
             shared: Arc::new(Shared {
                 context,
@@ -212,6 +217,15 @@ impl Backend for OpenClBackend {
     }
 
     fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
+        if options.synchronous_imports() {
+            if let Some(why) = &self.sync_imports_unsupported {
+                return Err(unavailable(format!(
+                    "direct calls need the host to serve imports while a kernel runs, and {} \
+                     cannot: {why} (--calls continuations works on every device)",
+                    self.info.name
+                )));
+            }
+        }
         let built = program::build(&self.shared.context, &self.info, code, options)?;
         let entry = |name: &str| {
             ClKernel::create(&built, name)
@@ -224,6 +238,7 @@ impl Backend for OpenClBackend {
             _program: built,
             kernel,
             reset,
+            sync_imports: options.synchronous_imports(),
             global_memory: self.info.global_memory,
             max_allocation: self.info.max_allocation,
         }))
@@ -259,6 +274,8 @@ struct OpenClKernel {
     _program: opencl3::program::Program,
     kernel: ClKernel,
     reset: ClKernel,
+    /// The host serves imports while the launch entry runs (`host_calls.rs`).
+    sync_imports: bool,
     global_memory: u64,
     max_allocation: u64,
 }
@@ -268,12 +285,14 @@ unsafe impl Send for OpenClKernel {}
 unsafe impl Sync for OpenClKernel {}
 
 impl OpenClKernel {
-    /// Runs `entry` (named `name`) on `fleet`, one work-item per VM, and waits for it.
+    /// Runs `entry` (named `name`) on `fleet`, one work-item per VM, and waits for it, serving
+    /// the VMs' imports meanwhile through `imports` if given (synchronous imports).
     fn run(
         &self,
         entry: &ClKernel,
         name: &str,
         fleet: &mut dyn DeviceFleet,
+        imports: Option<&dyn ImportService>,
     ) -> Result<LaunchTimes, BackendError> {
         let fleet = downcast::<ClFleet>(fleet, "opencl")?;
         if !fleet.belongs_to(&self.shared) {
@@ -294,7 +313,7 @@ impl OpenClKernel {
         fleet.set_args(entry, name)?;
         // SAFETY: every parameter is set to a buffer or value of its type (`set_args`), and
         // the buffers live as long as the fleet, which outlives the wait below.
-        unsafe {
+        let running = unsafe {
             queue.enqueue_nd_range_kernel(
                 entry.get(),
                 1,
@@ -305,6 +324,17 @@ impl OpenClKernel {
             )
         }
         .map_err(|e| BackendError::Launch(format!("enqueueing {name}: {e}")))?;
+        if let Some(imports) = imports {
+            let storage = fleet.shared_memory().ok_or_else(|| {
+                BackendError::Launch(
+                    "a kernel with synchronous imports needs a fleet in shared memory".into(),
+                )
+            })?;
+            queue
+                .flush()
+                .map_err(|e| BackendError::Launch(format!("starting {name}: {e}")))?;
+            host_calls::serve_until_done(&running, storage, fleet.shape(), imports)?;
+        }
         // The host reads every control block next: map them within this wait.
         let maps = fleet.map_after_launch(&queue, &[FleetBuffer::Vms]);
         queue
@@ -332,20 +362,22 @@ impl Kernel for OpenClKernel {
             shape,
             data_blob,
             elem_blob,
+            self.sync_imports,
         )?))
     }
 
     fn launch(
         &self,
         fleet: &mut dyn DeviceFleet,
-        _: &dyn ImportService,
+        imports: &dyn ImportService,
     ) -> Result<LaunchTimes, BackendError> {
-        // OpenCL kernels use continuations: imports stop the VM.
-        self.run(&self.kernel, "wv_kernel", fleet)
+        // With continuations imports stop the VM; synchronous imports are served meanwhile.
+        let serving = self.sync_imports.then_some(imports);
+        self.run(&self.kernel, "wv_kernel", fleet, serving)
     }
 
     fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
-        self.run(&self.reset, "wv_reset", fleet)
+        self.run(&self.reset, "wv_reset", fleet, None)
     }
 
     fn check_capacity(

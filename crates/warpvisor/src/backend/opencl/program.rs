@@ -10,8 +10,15 @@ use crate::backend::BackendError;
 use crate::codegen::KernelOptions;
 
 /// Build options: exact float division and square root; optimisation per `opt_level`.
+/// OpenCL C 1.2, or 3.0 for synchronous imports (their atomics at the scope of every SVM
+/// device, `wv_status_publish`).
 pub fn build_options(options: &KernelOptions) -> String {
-    let mut o = String::from("-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt");
+    let std = if options.synchronous_imports() {
+        "CL3.0"
+    } else {
+        "CL1.2"
+    };
+    let mut o = format!("-cl-std={std} -cl-fp32-correctly-rounded-divide-sqrt");
     if options.opt_level == 0 {
         o.push_str(" -cl-opt-disable");
     }

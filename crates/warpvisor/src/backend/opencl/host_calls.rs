@@ -1,0 +1,199 @@
+//! Synchronous imports on OpenCL (`--calls direct`): the host serves a VM's import while the
+//! kernel runs, the way GPU C libraries make remote procedure calls to the host.
+//!
+//! A fleet of such a kernel lives in fine-grained shared virtual memory ([`SvmStorage`]: each
+//! buffer is an SVM allocation that its OpenCL buffer uses as storage), which host and device
+//! see coherently during a launch. A VM calling an import leaves its arguments in its result
+//! words and publishes `HOST_CALL` in its status with a release store (`wv_call_host` in the
+//! prelude), then spins. The host ([`serve_until_done`]) polls every VM's status with acquire
+//! loads until the launch completes, runs each import it finds through the VMM's
+//! [`ImportService`] on a [`VmMemory`] of the shared memory, writes the results and answers
+//! `RUNNING`, or `TRAPPED` when the VM must stop (the service recorded why).
+//!
+//! Devices qualify with fine-grained buffer SVM, its atomics and OpenCL C 3.0
+//! ([`sync_imports_unsupported`]); OpenCL 1.2 devices keep continuations.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use opencl3::context::Context;
+use opencl3::device::{Device, CL_DEVICE_SVM_ATOMICS, CL_DEVICE_SVM_FINE_GRAIN_BUFFER};
+use opencl3::event::Event;
+use opencl3::memory::{CL_MEM_READ_WRITE, CL_MEM_SVM_ATOMICS, CL_MEM_SVM_FINE_GRAIN_BUFFER};
+
+use crate::abi::{status, FleetBuffer, FleetShape, PerVmArray, VmControl};
+use crate::backend::{BackendError, ImportService};
+use crate::layout::PAGE;
+use crate::vmm::VmMemory;
+
+/// Why `device` cannot serve imports while a kernel runs, if it cannot.
+pub(super) fn sync_imports_unsupported(device: &Device) -> Option<String> {
+    let svm = device.svm_mem_capability();
+    let needed = CL_DEVICE_SVM_FINE_GRAIN_BUFFER | CL_DEVICE_SVM_ATOMICS;
+    if svm & needed != needed {
+        return Some(
+            "it lacks fine-grained buffer SVM with atomics (an OpenCL 2.0 feature)".into(),
+        );
+    }
+    let opencl_c_3 = device.opencl_c_all_versions().is_ok_and(|versions| {
+        versions.iter().any(|v| v.version >> 22 >= 3) // CL_VERSION_MAJOR
+    });
+    if !opencl_c_3 {
+        return Some("its compiler lacks OpenCL C 3.0".into());
+    }
+    None
+}
+
+/// A fleet's buffers as fine-grained SVM allocations, in [`FleetBuffer::ALL`]'s order; each
+/// OpenCL buffer of the fleet is created over one of them. Freed on drop, which must come
+/// after the buffers using them are released (`ClFleet` declares it after its buffers).
+pub(super) struct SvmStorage {
+    context: opencl3::types::cl_context,
+    blocks: Vec<NonNull<u8>>,
+}
+
+// SAFETY: the blocks are plain shared memory owned by this value; the context handle is
+// thread-safe in OpenCL.
+unsafe impl Send for SvmStorage {}
+
+impl SvmStorage {
+    /// Allocates and zeroes one block of `len` bytes (at least one) for each buffer of `shape`.
+    pub(super) fn new(context: &Context, shape: &FleetShape) -> Result<Self, BackendError> {
+        let mut storage = SvmStorage {
+            context: context.get(),
+            blocks: Vec::with_capacity(FleetBuffer::ALL.len()),
+        };
+        for &b in FleetBuffer::ALL {
+            let bytes = shape.bytes(b).max(1);
+            let len = usize::try_from(bytes).map_err(|_| BackendError::OutOfMemory { bytes })?;
+            // SAFETY: a plain allocation in this context; checked for null below.
+            let block = unsafe {
+                cl3::memory::svm_alloc(
+                    storage.context,
+                    CL_MEM_READ_WRITE | CL_MEM_SVM_FINE_GRAIN_BUFFER | CL_MEM_SVM_ATOMICS,
+                    len,
+                    0,
+                )
+            }
+            .ok()
+            .and_then(|p| NonNull::new(p.cast::<u8>()))
+            .ok_or(BackendError::OutOfMemory { bytes })?;
+            // SAFETY: the block holds `len` bytes and nothing else uses it yet.
+            unsafe { block.as_ptr().write_bytes(0, len) };
+            storage.blocks.push(block);
+        }
+        Ok(storage)
+    }
+
+    /// The block of `buffer`.
+    pub(super) fn block(&self, buffer: FleetBuffer) -> NonNull<u8> {
+        self.blocks[super::fleet::slot(buffer)]
+    }
+}
+
+impl Drop for SvmStorage {
+    fn drop(&mut self) {
+        for block in &self.blocks {
+            // SAFETY: allocated by `svm_alloc` in this context; the buffers over it are gone.
+            let _ = unsafe { cl3::memory::svm_free(self.context, block.as_ptr().cast()) };
+        }
+    }
+}
+
+/// How long the host sleeps between polls once no VM has called for a while: the device's
+/// work-items run on the same cores on a CPU device, which a spinning host would slow down.
+const IDLE_POLL: Duration = Duration::from_micros(20);
+
+/// Polls without sleeping before the host starts to sleep between polls.
+const SPIN_POLLS: u32 = 64;
+
+/// Serves the imports of the launch `running` (of the fleet in `storage`, shaped `shape`)
+/// until it completes. An error of the launch itself ends the wait with that error; the VMs'
+/// imports never do (a failed one, a panic included, stops its VM).
+pub(super) fn serve_until_done(
+    running: &Event,
+    storage: &SvmStorage,
+    shape: &FleetShape,
+    imports: &dyn ImportService,
+) -> Result<(), BackendError> {
+    let vms = storage.block(FleetBuffer::Vms).cast::<VmControl>();
+    let mem = storage.block(FleetBuffer::Mem).as_ptr();
+    // Only contiguous memories have a dirty-page map (ARCHITECTURE.md, "How a VM runs").
+    let dirty = match shape.layout.interleave {
+        0 => storage.block(FleetBuffer::Dirty).as_ptr(),
+        _ => std::ptr::null_mut(),
+    };
+    let ret = storage.block(FleetBuffer::Ret).cast::<u64>();
+    let ret_words = shape.ret_words as usize;
+    let mut words = vec![0u64; ret_words];
+    let mut idle = 0u32;
+    loop {
+        // Read before the sweep: a launch seen complete here had published every call that
+        // the sweep below must answer (none: it completed), and one still running is swept.
+        let state = running
+            .command_execution_status()
+            .map_err(|e| BackendError::Launch(format!("waiting for wv_kernel: {e}")))?;
+        if state.0 < 0 {
+            return Err(BackendError::Launch(format!(
+                "wv_kernel failed on the device (status {})",
+                state.0
+            )));
+        }
+        let done = state.0 == opencl3::event::CL_COMPLETE;
+        let mut found = 0u32;
+        for vm in 0..shape.layout.num_vms {
+            // SAFETY: `vms` holds `num_vms` control blocks in shared memory; while a kernel
+            // runs their status words are accessed only atomically, by it and by this loop.
+            let (block, status_word) = unsafe {
+                let block = vms.as_ptr().add(vm as usize);
+                (
+                    block,
+                    AtomicU32::from_ptr(std::ptr::addr_of_mut!((*block).status)),
+                )
+            };
+            if status_word.load(Ordering::Acquire) != status::HOST_CALL {
+                continue;
+            }
+            found += 1;
+            // SAFETY: the VM waits for this answer, so its control block, result words and
+            // memory are the host's until the release store below (`wv_call_host`).
+            let keep_running = unsafe {
+                let at = PerVmArray::RET.index(shape, vm, 0) as usize;
+                let slot = ret.as_ptr().add(at);
+                std::ptr::copy_nonoverlapping(slot, words.as_mut_ptr(), ret_words);
+                let import = std::ptr::addr_of!((*block).hypercall).read();
+                let pages = std::ptr::addr_of!((*block).mem_pages).read();
+                let mut memory =
+                    VmMemory::in_running_fleet(mem, dirty, shape.layout, vm, pages as u64 * PAGE);
+                let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    imports.serve(&mut memory, import, &mut words)
+                }))
+                .unwrap_or(false);
+                if ok {
+                    std::ptr::copy_nonoverlapping(words.as_ptr(), slot, ret_words);
+                } else {
+                    std::ptr::addr_of_mut!((*block).trap).write(0); // the service recorded why
+                }
+                ok
+            };
+            let answer = if keep_running {
+                status::RUNNING
+            } else {
+                status::TRAPPED
+            };
+            status_word.store(answer, Ordering::Release);
+        }
+        if done {
+            return Ok(());
+        }
+        if found > 0 {
+            idle = 0;
+        } else if idle < SPIN_POLLS {
+            idle += 1;
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(IDLE_POLL);
+        }
+    }
+}
