@@ -320,19 +320,19 @@ mod tests {
         assert_eq!(g.indirect_targets(0), &[1]);
     }
 
+    /// Imports 0 (parks) and 1 (does not); $a calls 0 through the table ($b), $c calls
+    /// import 1 and recurses, $d calls $a, $e calls $c.
+    const PARKING: &str = r#"(module (import "m" "park" (func)) (import "m" "plain" (func))
+        (type $t (func)) (table 1 funcref) (elem (i32.const 0) $b)
+        (func $a (call_indirect (type $t) (i32.const 0)))
+        (func $b (call 0))
+        (func $c (call 1) (call $c))
+        (func $d (call $a))
+        (func $e (call $c)))"#;
+
     #[test]
     fn with_direct_calls_only_what_reaches_a_parking_import_yields() {
-        // Imports 0 (parks) and 1 (does not); $a calls 0 through the table ($b), $c calls
-        // import 1 and recurses, $d calls $a, $e calls $c.
-        let g = graph(
-            r#"(module (import "m" "park" (func)) (import "m" "plain" (func))
-              (type $t (func)) (table 1 funcref) (elem (i32.const 0) $b)
-              (func $a (call_indirect (type $t) (i32.const 0)))
-              (func $b (call 0))
-              (func $c (call 1) (call $c))
-              (func $d (call $a))
-              (func $e (call $c)))"#,
-        );
+        let g = graph(PARKING);
         let direct = g.clone().with_direct_calls(&[0]);
         assert_eq!(
             direct.yields,
@@ -345,16 +345,7 @@ mod tests {
 
     #[test]
     fn with_synchronous_imports_recursion_and_parking_imports_yield() {
-        // The module of the test above: import 0 parks, 1 does not; $c recurses.
-        let g = graph(
-            r#"(module (import "m" "park" (func)) (import "m" "plain" (func))
-              (type $t (func)) (table 1 funcref) (elem (i32.const 0) $b)
-              (func $a (call_indirect (type $t) (i32.const 0)))
-              (func $b (call 0))
-              (func $c (call 1) (call $c))
-              (func $d (call $a))
-              (func $e (call $c)))"#,
-        );
+        let g = graph(PARKING);
         let sync = g.clone().with_synchronous_imports(&[0]);
         // The plain import is served in the kernel; $c still yields (it recurses), and so
         // does $e, which calls it; $a, $b and $d reach the parking import.
