@@ -101,12 +101,34 @@ impl Drop for SvmStorage {
     }
 }
 
+/// The work-group size of a launch serving imports on a CPU device (`host_resident`) of
+/// `compute_units` cores, or `None` elsewhere: the VMs in one work-group fewer than there are
+/// cores (at least one), so that the device's threads leave a core to the host thread that
+/// answers the calls. A waiting VM spins on its thread; with every core spinning, the host ran
+/// only when the scheduler preempted one of them, about 1 ms per import on PoCL
+/// (docs/benchmarks.md, "Synchronous imports on PoCL").
+pub(super) fn local_size_sharing_cores(
+    host_resident: bool,
+    compute_units: u32,
+    max_work_group: usize,
+    num_vms: usize,
+) -> Option<usize> {
+    if !host_resident {
+        return None;
+    }
+    let groups = (compute_units as usize).saturating_sub(1).max(1);
+    Some(num_vms.div_ceil(groups).clamp(1, max_work_group.max(1)))
+}
+
 /// How long the host sleeps between polls once no VM has called for a while: the device's
 /// work-items run on the same cores on a CPU device, which a spinning host would slow down.
 const IDLE_POLL: Duration = Duration::from_micros(20);
 
-/// Polls without sleeping before the host starts to sleep between polls.
-const SPIN_POLLS: u32 = 64;
+/// Polls without sleeping (yielding the core between them) after the last call before the
+/// host starts to sleep between polls: with a core of its own the host then answers within
+/// microseconds (LZ4 on PoCL, 1,280 imports: 0.046 s of execution against 0.08–0.11 s with
+/// 64 polls; docs/benchmarks.md).
+const SPIN_POLLS: u32 = 5_000;
 
 /// Serves the imports of the launch `running` (of the fleet in `storage`, shaped `shape`)
 /// until it completes. An error of the launch itself ends the wait with that error; the VMs'
@@ -195,5 +217,24 @@ pub(super) fn serve_until_done(
         } else {
             std::thread::sleep(IDLE_POLL);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_size_sharing_cores as local;
+
+    #[test]
+    fn launches_serving_imports_leave_a_core_to_the_host() {
+        // Two cores: one work-group, run by one of the device's threads.
+        assert_eq!(local(true, 2, 4096, 64), Some(64));
+        // Sixteen: fifteen work-groups (the last one short).
+        assert_eq!(local(true, 16, 4096, 64), Some(5));
+        assert_eq!(local(true, 16, 4096, 10), Some(1));
+        // One core cannot spare one; the device's largest work-group caps the size.
+        assert_eq!(local(true, 1, 4096, 64), Some(64));
+        assert_eq!(local(true, 2, 4096, 10_000), Some(4096));
+        // A device with memory of its own (a GPU) picks its own work-groups.
+        assert_eq!(local(false, 2, 4096, 64), None);
     }
 }

@@ -142,6 +142,8 @@ pub struct OpenClBackend {
     /// Why the device cannot serve imports while a kernel runs (`--calls direct`), if it
     /// cannot.
     sync_imports_unsupported: Option<String>,
+    /// The device's largest work-group.
+    max_work_group: usize,
 }
 
 /// The context and queue every kernel and fleet of this backend uses; launches and transfers
@@ -192,6 +194,7 @@ impl OpenClBackend {
             .map_err(|e| BackendError::Launch(format!("creating an OpenCL queue: {e}")))?;
         Ok(OpenClBackend {
             sync_imports_unsupported: host_calls::sync_imports_unsupported(&chosen.1),
+            max_work_group: chosen.1.max_work_group_size().unwrap_or(1),
             info: chosen.0,
             shared: Arc::new(Shared {
                 context,
@@ -239,6 +242,8 @@ impl Backend for OpenClBackend {
             kernel,
             reset,
             sync_imports: options.synchronous_imports(),
+            compute_units: self.info.compute_units,
+            max_work_group: self.max_work_group,
             global_memory: self.info.global_memory,
             max_allocation: self.info.max_allocation,
         }))
@@ -276,6 +281,8 @@ struct OpenClKernel {
     reset: ClKernel,
     /// The host serves imports while the launch entry runs (`host_calls.rs`).
     sync_imports: bool,
+    compute_units: u32,
+    max_work_group: usize,
     global_memory: u64,
     max_allocation: u64,
 }
@@ -305,6 +312,18 @@ impl OpenClKernel {
             // OpenCL 1.2 rejects an empty range; there is nothing to run.
             return Ok(LaunchTimes::default());
         }
+        // Launches serving imports on a CPU device leave a core to the host (`host_calls.rs`);
+        // the others let the runtime pick work-groups.
+        let local = imports.and_then(|_| {
+            host_calls::local_size_sharing_cores(
+                self.shared.host_resident,
+                self.compute_units,
+                self.max_work_group,
+                num_vms,
+            )
+        });
+        // The entries return for indices past the fleet's VMs.
+        let global = local.map_or(num_vms, |l| num_vms.div_ceil(l) * l);
         let queue = self.shared.lock_queue();
         let start = Instant::now();
         // Buffers the host mapped since the last launch are unmapped first (queued ahead of
@@ -318,8 +337,10 @@ impl OpenClKernel {
                 entry.get(),
                 1,
                 std::ptr::null(),
-                &num_vms,
-                std::ptr::null(),
+                &global,
+                local
+                    .as_ref()
+                    .map_or(std::ptr::null(), |l| l as *const usize),
                 &[],
             )
         }
