@@ -131,7 +131,19 @@ struct Run {
 }
 
 fn run(wat: &str, calls: CallMode, parking: bool, memory_checks: MemoryChecks) -> Run {
+    run_on("cpu", wat, calls, parking, memory_checks)
+}
+
+/// [`run`] on backend `backend`.
+fn run_on(
+    backend: &str,
+    wat: &str,
+    calls: CallMode,
+    parking: bool,
+    memory_checks: MemoryChecks,
+) -> Run {
     let mut options = KernelOptions {
+        dialect: common::dialect(backend),
         calls,
         memory_checks,
         ..KernelOptions::default()
@@ -142,7 +154,7 @@ fn run(wat: &str, calls: CallMode, parking: bool, memory_checks: MemoryChecks) -
             name: "wait".into(),
         }];
     }
-    let backend = common::cpu();
+    let backend = common::backend(backend);
     let bytes = wat::parse_str(wat).unwrap();
     let module = warpvisor::frontend::load(&bytes).unwrap();
     let kernel = warpvisor::codegen::emit(&module, &options)
@@ -293,5 +305,65 @@ fn a_fault_in_a_continuation_with_direct_calls_traps_only_its_vm() {
                 assert_eq!(r.notes[vm], vec![100 + vm as i32], "{what}");
             }
         }
+    }
+}
+
+/// The same supervised fleet on OpenCL with synchronous imports (`--calls direct` on PoCL):
+/// `wait` parks and leaves the kernel, `note` is served while the kernel runs, `$deep` recurses
+/// through continuations (OpenCL C has no call stack); it ends as with continuations, in fewer
+/// launches. A kernel that cannot leave at `wait` traps the VMs that park.
+#[test]
+fn opencl_vms_park_at_a_parking_import_and_the_rest_is_served_in_the_kernel() {
+    let sync = run_on(
+        "opencl",
+        HANDLER,
+        CallMode::Direct,
+        true,
+        MemoryChecks::Explicit,
+    );
+    let continuations = run_on(
+        "opencl",
+        HANDLER,
+        CallMode::Continuations,
+        false,
+        MemoryChecks::Explicit,
+    );
+    for (name, r) in [("direct", &sync), ("continuations", &continuations)] {
+        for vm in 0..VMS {
+            assert_eq!(
+                r.outcomes[vm as usize],
+                Some(Outcome::Returned(Vec::new())),
+                "opencl, {name}: VM {vm}"
+            );
+            assert_eq!(
+                r.notes[vm as usize],
+                expected_notes(vm as i32),
+                "opencl, {name}: VM {vm}"
+            );
+        }
+    }
+    assert!(
+        sync.kernel.contains("wv_k2("),
+        "$deep recurses: a continuation"
+    );
+    assert!(
+        sync.stats.launches + ROUNDS as u64 <= continuations.stats.launches,
+        "launches: direct {}, continuations {}",
+        sync.stats.launches,
+        continuations.stats.launches
+    );
+    let unparked = run_on(
+        "opencl",
+        HANDLER,
+        CallMode::Direct,
+        false,
+        MemoryChecks::Explicit,
+    );
+    for vm in 0..VMS as usize {
+        assert_eq!(
+            unparked.outcomes[vm],
+            Some(Outcome::Trapped(TrapKind::HostError)),
+            "VM {vm}"
+        );
     }
 }
