@@ -209,6 +209,22 @@ fn expected_notes(vm: i32) -> Vec<i32> {
     notes
 }
 
+/// Every VM of `r` returned from `_start` having noted what [`expected_notes`] says.
+fn assert_every_vm_served(what: &str, r: &Run) {
+    for vm in 0..VMS {
+        assert_eq!(
+            r.outcomes[vm as usize],
+            Some(Outcome::Returned(Vec::new())),
+            "{what}: VM {vm}"
+        );
+        assert_eq!(
+            r.notes[vm as usize],
+            expected_notes(vm as i32),
+            "{what}: VM {vm}"
+        );
+    }
+}
+
 #[test]
 fn vms_park_at_a_parking_import_and_run_everything_else_directly() {
     let direct = run(HANDLER, CallMode::Direct, true, MemoryChecks::Guard);
@@ -224,18 +240,7 @@ fn vms_park_at_a_parking_import_and_run_everything_else_directly() {
         ("direct, explicit checks", &explicit),
         ("continuations", &continuations),
     ] {
-        for vm in 0..VMS {
-            assert_eq!(
-                r.outcomes[vm as usize],
-                Some(Outcome::Returned(Vec::new())),
-                "{name}: VM {vm}"
-            );
-            assert_eq!(
-                r.notes[vm as usize],
-                expected_notes(vm as i32),
-                "{name}: VM {vm}"
-            );
-        }
+        assert_every_vm_served(name, r);
         // Each VM parked before each of its values and before the final -1.
         assert!(
             r.parks >= VMS * (ROUNDS as u32 + 1),
@@ -329,18 +334,7 @@ fn opencl_vms_park_at_a_parking_import_and_the_rest_is_served_in_the_kernel() {
         MemoryChecks::Explicit,
     );
     for (name, r) in [("direct", &sync), ("continuations", &continuations)] {
-        for vm in 0..VMS {
-            assert_eq!(
-                r.outcomes[vm as usize],
-                Some(Outcome::Returned(Vec::new())),
-                "opencl, {name}: VM {vm}"
-            );
-            assert_eq!(
-                r.notes[vm as usize],
-                expected_notes(vm as i32),
-                "opencl, {name}: VM {vm}"
-            );
-        }
+        assert_every_vm_served(&format!("opencl, {name}"), r);
     }
     assert!(
         sync.kernel.contains("wv_k2("),
