@@ -92,6 +92,20 @@ fn devices_names_every_backend_and_the_auto_pick() {
             "{line}"
         );
     }
+    // Each OpenCL device says whether it can serve imports while a kernel runs (PoCL can).
+    let opencl_devices: Vec<&str> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("opencl: available"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  ["))
+        .collect();
+    for line in &opencl_devices {
+        assert!(
+            line.contains("synchronous imports (--calls direct): yes")
+                || line.contains("synchronous imports (--calls direct): no, "),
+            "{line}"
+        );
+    }
     let auto = stdout
         .lines()
         .find(|l| l.starts_with("auto: "))

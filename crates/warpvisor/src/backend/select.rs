@@ -94,7 +94,7 @@ pub fn probe(kind: BackendKind) -> Probe {
                     .iter()
                     .map(|(d, _)| {
                         format!(
-                            "[{}] {} ({}; {}) — {} compute units, {} MiB global memory, {} MiB largest allocation, driver {}",
+                            "[{}] {} ({}; {}) — {} compute units, {} MiB global memory, {} MiB largest allocation, driver {}; synchronous imports (--calls direct): {}",
                             d.index,
                             d.name,
                             d.platform,
@@ -102,7 +102,10 @@ pub fn probe(kind: BackendKind) -> Probe {
                             d.compute_units,
                             d.global_memory >> 20,
                             d.max_allocation >> 20,
-                            d.driver
+                            d.driver,
+                            d.sync_imports_unsupported
+                                .as_deref()
+                                .map_or("yes".to_string(), |why| format!("no, {why}"))
                         )
                     })
                     .collect()),

@@ -42,6 +42,9 @@ pub struct DeviceInfo {
     pub max_allocation: u64,
     /// Driver version.
     pub driver: String,
+    /// Why the device cannot serve imports while a kernel runs (`--calls direct`), if it
+    /// cannot.
+    pub sync_imports_unsupported: Option<String>,
 }
 
 fn unavailable(reason: impl Into<String>) -> BackendError {
@@ -125,6 +128,7 @@ pub fn devices() -> Result<Vec<(DeviceInfo, Device)>, BackendError> {
                 global_memory: d.global_mem_size().unwrap_or(0),
                 max_allocation: d.max_mem_alloc_size().unwrap_or(0),
                 driver: d.driver_version().unwrap_or_default(),
+                sync_imports_unsupported: host_calls::sync_imports_unsupported(&d),
             };
             out.push((info, d));
         }
@@ -139,9 +143,6 @@ pub fn devices() -> Result<Vec<(DeviceInfo, Device)>, BackendError> {
 pub struct OpenClBackend {
     info: DeviceInfo,
     shared: Arc<Shared>,
-    /// Why the device cannot serve imports while a kernel runs (`--calls direct`), if it
-    /// cannot.
-    sync_imports_unsupported: Option<String>,
     /// The device's largest work-group.
     max_work_group: usize,
 }
@@ -193,7 +194,6 @@ impl OpenClBackend {
         let queue = CommandQueue::create_default(&context, 0)
             .map_err(|e| BackendError::Launch(format!("creating an OpenCL queue: {e}")))?;
         Ok(OpenClBackend {
-            sync_imports_unsupported: host_calls::sync_imports_unsupported(&chosen.1),
             max_work_group: chosen.1.max_work_group_size().unwrap_or(1),
             info: chosen.0,
             shared: Arc::new(Shared {
@@ -221,7 +221,7 @@ impl Backend for OpenClBackend {
 
     fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
         if options.synchronous_imports() {
-            if let Some(why) = &self.sync_imports_unsupported {
+            if let Some(why) = &self.info.sync_imports_unsupported {
                 return Err(unavailable(format!(
                     "direct calls need the host to serve imports while a kernel runs, and {} \
                      cannot: {why} (--calls continuations works on every device)",
