@@ -235,6 +235,12 @@ impl Backend for OpenClBackend {
                 .map_err(|e| BackendError::Launch(format!("kernel entry {name}: {e}")))
         };
         let kernel = entry("wv_kernel")?;
+        // The launch entry's own limit, which its private memory may make smaller than the
+        // device's.
+        let max_work_group = kernel
+            .get_work_group_size(self.shared.context.default_device())
+            .unwrap_or(self.max_work_group)
+            .min(self.max_work_group);
         let reset = entry("wv_reset")?;
         Ok(Arc::new(OpenClKernel {
             shared: self.shared.clone(),
@@ -243,7 +249,7 @@ impl Backend for OpenClBackend {
             reset,
             sync_imports: options.synchronous_imports(),
             compute_units: self.info.compute_units,
-            max_work_group: self.max_work_group,
+            max_work_group,
             global_memory: self.info.global_memory,
             max_allocation: self.info.max_allocation,
         }))
@@ -282,6 +288,7 @@ struct OpenClKernel {
     /// The host serves imports while the launch entry runs (`host_calls.rs`).
     sync_imports: bool,
     compute_units: u32,
+    /// The largest work-group the launch entry may run in.
     max_work_group: usize,
     global_memory: u64,
     max_allocation: u64,
