@@ -156,15 +156,7 @@ impl CallGraph {
     /// it) yield, with every function that can reach one of them; all others are plain C
     /// functions.
     pub fn with_direct_calls(mut self, parking: &[u32]) -> Self {
-        let n = self.yields.len();
-        let edges = call_edges(&self.callees, &self.indirect, &self.targets_by_sig);
-        let mut yields = vec![false; edges.len()];
-        for &p in parking.iter().filter(|&&p| (p as usize) < n) {
-            yields[p as usize] = true;
-        }
-        reach_callers(&edges, &mut yields);
-        yields.truncate(n);
-        self.yields = yields;
+        self.yields = self.reaching(parking.iter().copied());
         self
     }
 
@@ -173,23 +165,23 @@ impl CallGraph {
     /// the functions on call cycles (which the device cannot recurse into) and every function
     /// that can reach one of them yield.
     pub fn with_synchronous_imports(mut self, parking: &[u32]) -> Self {
+        let recursive = (0..self.recursive.len() as u32).filter(|&f| self.recursive[f as usize]);
+        self.yields = self.reaching(parking.iter().copied().chain(recursive));
+        self
+    }
+
+    /// Which functions are among `seeds` or can reach one of them (calls through a table
+    /// included).
+    fn reaching(&self, seeds: impl Iterator<Item = u32>) -> Vec<bool> {
         let n = self.yields.len();
         let edges = call_edges(&self.callees, &self.indirect, &self.targets_by_sig);
-        let mut yields = vec![false; edges.len()];
-        for &p in parking.iter().filter(|&&p| (p as usize) < n) {
-            yields[p as usize] = true;
+        let mut marked = vec![false; edges.len()];
+        for f in seeds.filter(|&f| (f as usize) < n) {
+            marked[f as usize] = true;
         }
-        for scc in strongly_connected(&edges) {
-            if scc.len() > 1 || edges[scc[0] as usize].contains(&scc[0]) {
-                for f in scc {
-                    yields[f as usize] = true;
-                }
-            }
-        }
-        reach_callers(&edges, &mut yields);
-        yields.truncate(n);
-        self.yields = yields;
-        self
+        reach_callers(&edges, &mut marked);
+        marked.truncate(n);
+        marked
     }
 
     /// Possible targets of a `call_indirect` with canonical signature `sig`.

@@ -122,6 +122,51 @@ pub trait ImportService: Sync {
     }
 }
 
+/// Where a running fleet keeps what a VM's import touches: the control blocks and the memory
+/// buffer laid out by `layout`, and the dirty-page map host writes are marked in (null: none).
+/// For serving imports while a kernel runs the other VMs (direct calls on `cpu`, synchronous
+/// imports on OpenCL).
+#[derive(Clone, Copy)]
+pub(crate) struct RunningFleet {
+    pub vms: *const crate::abi::VmControl,
+    pub mem: *mut u8,
+    pub dirty: *mut u8,
+    pub layout: crate::layout::InterleavedLayout,
+}
+
+impl RunningFleet {
+    /// Serves VM `vm`'s call of import `import` through `imports` on its `mem_pages` of
+    /// memory; `words` holds the arguments and receives the results. `false` when the VM must
+    /// stop, also when the service panicked (a panic never unwinds into a kernel).
+    ///
+    /// # Safety
+    /// The pointers are a live fleet's, and VM `vm` (below the fleet's size) waits for this
+    /// call, so its control block and memory cells are this call's alone.
+    pub(crate) unsafe fn serve(
+        &self,
+        imports: &dyn ImportService,
+        vm: u32,
+        import: u32,
+        words: &mut [u64],
+    ) -> bool {
+        // SAFETY: the caller's contract.
+        let mut memory = unsafe {
+            let pages = std::ptr::addr_of!((*self.vms.add(vm as usize)).mem_pages).read();
+            crate::vmm::VmMemory::in_running_fleet(
+                self.mem,
+                self.dirty,
+                self.layout,
+                vm,
+                pages as u64 * crate::layout::PAGE,
+            )
+        };
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            imports.serve(&mut memory, import, words)
+        }))
+        .unwrap_or(false)
+    }
+}
+
 /// A loaded kernel (one partition of a program), ready to run fleets. Every partition of a
 /// program on one backend can launch every fleet that any of them created.
 pub trait Kernel: Send + Sync {

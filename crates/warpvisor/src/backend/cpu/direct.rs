@@ -7,10 +7,9 @@
 use std::cell::Cell;
 use std::ffi::c_void;
 
-use crate::abi::{FleetAbi, HostServices, VmControl};
-use crate::backend::ImportService;
-use crate::layout::{InterleavedLayout, PAGE};
-use crate::vmm::VmMemory;
+use crate::abi::{FleetAbi, HostServices};
+use crate::backend::{ImportService, RunningFleet};
+use crate::layout::InterleavedLayout;
 
 /// Native stack of each worker thread. Direct calls recurse on it; virtual memory, committed
 /// only as deep as a VM recurses.
@@ -70,11 +69,8 @@ pub struct HostCalls {
 /// What [`serve_import`] needs: the service and where the running VMs' memories are.
 struct DirectContext<'a> {
     imports: &'a dyn ImportService,
-    mem: *mut u8,
-    dirty: *mut u8,
-    vms: *const VmControl,
+    fleet: RunningFleet,
     num_vms: u32,
-    layout: InterleavedLayout,
 }
 
 /// Runs `body` with the host services of a launch of `fleet`: `imports` behind a `wv_host`
@@ -89,11 +85,13 @@ pub(super) fn with_services<R>(
 ) -> R {
     let context = DirectContext {
         imports,
-        mem: fleet.mem,
-        dirty,
-        vms: fleet.vms,
+        fleet: RunningFleet {
+            vms: fleet.vms,
+            mem: fleet.mem,
+            dirty,
+            layout,
+        },
         num_vms: fleet.num_vms,
-        layout,
     };
     let calls = HostCalls {
         call: serve_import,
@@ -119,29 +117,19 @@ unsafe extern "C" fn serve_import(
 ) -> u32 {
     // The host's own faults are never a VM's (guard regions).
     let served = super::guard::outside_scope(|| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            // SAFETY: `ctx` is the `DirectContext` of `with_services`, alive for the launch.
-            let cx = unsafe { &*ctx.cast::<DirectContext<'_>>() };
-            if vm >= cx.num_vms || words.is_null() {
-                return false;
-            }
-            // SAFETY: VM `vm`'s worker is waiting in this call, so its control block and memory
-            // cells are this call's alone; `words` is the caller's array of `nwords` words.
-            unsafe {
-                let pages = std::ptr::addr_of!((*cx.vms.add(vm as usize)).mem_pages).read();
-                let mut memory = VmMemory::in_running_fleet(
-                    cx.mem,
-                    cx.dirty,
-                    cx.layout,
-                    vm,
-                    pages as u64 * PAGE,
-                );
-                let words = std::slice::from_raw_parts_mut(words, nwords as usize);
-                cx.imports.serve(&mut memory, import, words)
-            }
-        }))
+        // SAFETY: `ctx` is the `DirectContext` of `with_services`, alive for the launch.
+        let cx = unsafe { &*ctx.cast::<DirectContext<'_>>() };
+        if vm >= cx.num_vms || words.is_null() {
+            return false;
+        }
+        // SAFETY: VM `vm`'s worker is waiting in this call, so its control block and memory
+        // cells are this call's alone; `words` is the caller's array of `nwords` words.
+        unsafe {
+            let words = std::slice::from_raw_parts_mut(words, nwords as usize);
+            cx.fleet.serve(cx.imports, vm, import, words)
+        }
     });
-    u32::from(!matches!(served, Ok(true)))
+    u32::from(!served)
 }
 
 /// `wv_host.trace`: VM `vm`'s next `n` trace words, from the calling worker.

@@ -116,60 +116,15 @@ impl ClFleet {
                     )
                 };
             }
-            return Ok(ClFleet {
-                shared,
-                shape: *shape,
-                mapped: vec![None; buffers.len()],
-                buffers,
-                svm,
-                traffic: Traffic::default(),
-            });
-        }
-        let total = FleetBuffer::ALL
-            .iter()
-            .map(|&b| shape.bytes(b))
-            .sum::<u64>();
-        {
-            let queue = shared.lock_queue();
-            enqueue_and_wait(&queue, || {
-                for (&b, buffer) in FleetBuffer::ALL.iter().zip(buffers.iter_mut()) {
-                    // Fits `usize`: the buffer was created with this size.
-                    let len = shape.bytes(b) as usize;
-                    // A one-byte pattern: PoCL fills it as a memset (5 ms for 256 MiB, wider
-                    // patterns took twice as long).
-                    // SAFETY: the fill covers exactly the buffer; the runtime copies the
-                    // pattern before the call returns.
-                    unsafe { queue.enqueue_fill_buffer(buffer, &[0u8], 0, len, &[]) }?;
-                }
-                for (b, bytes) in blobs {
-                    if !bytes.is_empty() {
-                        // SAFETY: `bytes` fits the buffer (checked above) and outlives the
-                        // wait that follows.
-                        unsafe {
-                            queue.enqueue_write_buffer(
-                                &mut buffers[slot(b)],
-                                CL_NON_BLOCKING,
-                                0,
-                                bytes,
-                                &[],
-                            )
-                        }?;
-                    }
-                }
-                Ok(())
-            })
-            .map_err(|e| {
-                cl_error(e, total, || {
-                    "zeroing the fleet's buffers and writing its segments".into()
-                })
-            })?;
+        } else {
+            zero_on_device(&shared, shape, &mut buffers, &blobs)?;
         }
         Ok(ClFleet {
             shared,
             shape: *shape,
             mapped: vec![None; buffers.len()],
             buffers,
-            svm: None,
+            svm,
             traffic: Traffic::default(),
         })
     }
@@ -385,6 +340,53 @@ impl DeviceFleet for ClFleet {
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
+}
+
+/// Zeroes `buffers` on the device (no host copy of a possibly huge memory buffer is made) and
+/// writes the `blobs` into theirs, waiting once for all of it.
+fn zero_on_device(
+    shared: &Shared,
+    shape: &FleetShape,
+    buffers: &mut [Buffer<u8>],
+    blobs: &[(FleetBuffer, &[u8])],
+) -> Result<(), BackendError> {
+    let total = FleetBuffer::ALL
+        .iter()
+        .map(|&b| shape.bytes(b))
+        .sum::<u64>();
+    let queue = shared.lock_queue();
+    enqueue_and_wait(&queue, || {
+        for (&b, buffer) in FleetBuffer::ALL.iter().zip(buffers.iter_mut()) {
+            // Fits `usize`: the buffer was created with this size.
+            let len = shape.bytes(b) as usize;
+            // A one-byte pattern: PoCL fills it as a memset (5 ms for 256 MiB, wider patterns
+            // took twice as long).
+            // SAFETY: the fill covers exactly the buffer; the runtime copies the pattern
+            // before the call returns.
+            unsafe { queue.enqueue_fill_buffer(buffer, &[0u8], 0, len, &[]) }?;
+        }
+        for &(b, bytes) in blobs {
+            if !bytes.is_empty() {
+                // SAFETY: `bytes` fits the buffer (checked by the caller) and outlives the
+                // wait that follows.
+                unsafe {
+                    queue.enqueue_write_buffer(
+                        &mut buffers[slot(b)],
+                        CL_NON_BLOCKING,
+                        0,
+                        bytes,
+                        &[],
+                    )
+                }?;
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| {
+        cl_error(e, total, || {
+            "zeroing the fleet's buffers and writing its segments".into()
+        })
+    })
 }
 
 /// Maps queued but not yet waited for: (buffer slot, host address).

@@ -7,8 +7,9 @@
 //! words and publishes `HOST_CALL` in its status with a release store (`wv_call_host` in the
 //! prelude), then spins. The host ([`serve_until_done`]) polls every VM's status with acquire
 //! loads until the launch completes, runs each import it finds through the VMM's
-//! [`ImportService`] on a [`VmMemory`] of the shared memory, writes the results and answers
-//! `RUNNING`, or `TRAPPED` when the VM must stop (the service recorded why).
+//! [`ImportService`] on the VM's shared memory (`RunningFleet::serve`, as the cpu backend's
+//! direct calls do), writes the results and answers `RUNNING`, or `TRAPPED` when the VM must stop
+//! (the service recorded why).
 //!
 //! Devices qualify with fine-grained buffer SVM, its atomics and OpenCL C 3.0
 //! ([`sync_imports_unsupported`]); OpenCL 1.2 devices keep continuations.
@@ -23,9 +24,7 @@ use opencl3::event::Event;
 use opencl3::memory::{CL_MEM_READ_WRITE, CL_MEM_SVM_ATOMICS, CL_MEM_SVM_FINE_GRAIN_BUFFER};
 
 use crate::abi::{status, FleetBuffer, FleetShape, PerVmArray, VmControl};
-use crate::backend::{BackendError, ImportService};
-use crate::layout::PAGE;
-use crate::vmm::VmMemory;
+use crate::backend::{BackendError, ImportService, RunningFleet};
 
 /// Why `device` cannot serve imports while a kernel runs, if it cannot.
 pub(super) fn sync_imports_unsupported(device: &Device) -> Option<String> {
@@ -140,11 +139,15 @@ pub(super) fn serve_until_done(
     imports: &dyn ImportService,
 ) -> Result<(), BackendError> {
     let vms = storage.block(FleetBuffer::Vms).cast::<VmControl>();
-    let mem = storage.block(FleetBuffer::Mem).as_ptr();
-    // Only contiguous memories have a dirty-page map (ARCHITECTURE.md, "How a VM runs").
-    let dirty = match shape.layout.interleave {
-        0 => storage.block(FleetBuffer::Dirty).as_ptr(),
-        _ => std::ptr::null_mut(),
+    let fleet = RunningFleet {
+        vms: vms.as_ptr(),
+        mem: storage.block(FleetBuffer::Mem).as_ptr(),
+        // Only contiguous memories have a dirty-page map (ARCHITECTURE.md, "How a VM runs").
+        dirty: match shape.layout.interleave {
+            0 => storage.block(FleetBuffer::Dirty).as_ptr(),
+            _ => std::ptr::null_mut(),
+        },
+        layout: shape.layout,
     };
     let ret = storage.block(FleetBuffer::Ret).cast::<u64>();
     let ret_words = shape.ret_words as usize;
@@ -185,13 +188,7 @@ pub(super) fn serve_until_done(
                 let slot = ret.as_ptr().add(at);
                 std::ptr::copy_nonoverlapping(slot, words.as_mut_ptr(), ret_words);
                 let import = std::ptr::addr_of!((*block).hypercall).read();
-                let pages = std::ptr::addr_of!((*block).mem_pages).read();
-                let mut memory =
-                    VmMemory::in_running_fleet(mem, dirty, shape.layout, vm, pages as u64 * PAGE);
-                let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    imports.serve(&mut memory, import, &mut words)
-                }))
-                .unwrap_or(false);
+                let ok = fleet.serve(imports, vm, import, &mut words);
                 if ok {
                     std::ptr::copy_nonoverlapping(words.as_ptr(), slot, ret_words);
                 } else {
