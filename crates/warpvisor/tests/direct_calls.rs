@@ -131,6 +131,55 @@ fn imports_with_memory_and_multiple_results_agree_between_the_modes() {
     assert!(results.windows(2).all(|w| w[0] == w[1]));
 }
 
+/// Hostile arguments to an import served while the kernel runs: a pointer past the end of
+/// memory, a huge length, a range that wraps. The VM that passes them traps with
+/// `memory_out_of_bounds` (the host's checked view of its memory refuses them) in every mode,
+/// and the VMs beside it return their sums.
+#[test]
+fn hostile_import_arguments_trap_only_their_vm_in_every_mode() {
+    let wat = r#"(module
+        (import "env" "swap" (func (param i64 f64) (result f64 i64)))
+        (import "env" "sum" (func $sum (param i32 i32) (result i32)))
+        (memory 1)
+        (func (export "run") (param $ptr i32) (param $len i32) (result i32)
+          (call $sum (local.get $ptr) (local.get $len))))"#;
+    let cases: [(i32, i32); 5] = [
+        (0, 16),        // fine: 16 zero bytes, then 16 written at 16
+        (65_536, 1),    // one past the end
+        (65_520, 64),   // straddles the end
+        (16, i32::MAX), // a huge length
+        (-16, 32),      // 0xffff_fff0 + 32 wraps in 32 bits
+    ];
+    let jobs: Vec<Vec<Value>> = cases
+        .iter()
+        .map(|&(p, l)| vec![Value::I32(p), Value::I32(l)])
+        .collect();
+    for mode in MODES {
+        let config = FleetConfig {
+            num_vms: cases.len() as u32,
+            max_memory_pages: 1,
+            ..FleetConfig::default()
+        };
+        let mut f = fleet(mode, wat, config, Box::new(Host));
+        let outcomes = f.invoke("run", &jobs).unwrap();
+        assert_eq!(
+            outcomes[0],
+            Outcome::Returned(vec![Value::I32(0)]),
+            "{}",
+            describe(mode)
+        );
+        for (i, o) in outcomes.iter().enumerate().skip(1) {
+            assert_eq!(
+                *o,
+                Outcome::Trapped(TrapKind::MemoryOutOfBounds),
+                "job {i} {:?}, {}",
+                cases[i],
+                describe(mode)
+            );
+        }
+    }
+}
+
 const RECURSE: &str = r#"(module
   (func $fib (export "fib") (param i32) (result i32)
     (if (result i32) (i32.lt_u (local.get 0) (i32.const 2))
