@@ -32,8 +32,8 @@ pub(crate) struct Driver {
     pub(crate) runtime: PtxRuntime,
     /// Device allocations by address.
     pub(crate) memory: Mutex<HashMap<u64, DeviceBuffer>>,
-    /// Page-locked host allocations (ordinary host memory here) by address, with their size.
-    pub(crate) host: Mutex<HashMap<u64, Vec<u64>>>,
+    /// Page-locked host allocations by address: runtime buffers, which kernels may touch.
+    pub(crate) host: Mutex<HashMap<u64, DeviceBuffer>>,
     cores: usize,
 }
 
@@ -167,6 +167,9 @@ fn attribute(a: c_int, cores: usize) -> Option<c_int> {
         12 => 65536,          // MAX_REGISTERS_PER_BLOCK
         13 => 1_755_000,      // CLOCK_RATE (kHz)
         16 => cores as c_int, // MULTIPROCESSOR_COUNT
+        19 => 1,              // CAN_MAP_HOST_MEMORY (page-locked memory is mapped)
+        31 => 1,              // CONCURRENT_KERNELS (streams run at once)
+        40 => 1,              // ASYNC_ENGINE_COUNT (copies run beside kernels)
         39 => 2048,           // MAX_THREADS_PER_MULTIPROCESSOR
         41 => 1,              // UNIFIED_ADDRESSING
         75 => 9,              // COMPUTE_CAPABILITY_MAJOR
@@ -273,7 +276,7 @@ pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut CUdevice) -> CUresult {
 
 #[no_mangle]
 pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
-    SUCCESS
+    crate::streams::synchronize_all()
 }
 
 #[no_mangle]

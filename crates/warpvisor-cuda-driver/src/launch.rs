@@ -157,7 +157,12 @@ pub unsafe extern "C" fn cuModuleUnload(m: *mut c_void) -> CUresult {
     if m.is_null() {
         return INVALID_HANDLE;
     }
+    // Launches of its kernels may still be queued or running.
+    let pending = crate::streams::synchronize_all();
     drop(Box::from_raw(m as *mut Module));
+    if pending != SUCCESS {
+        return pending;
+    }
     SUCCESS
 }
 
@@ -254,7 +259,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
     by: c_uint,
     bz: c_uint,
     shared: c_uint,
-    _stream: *mut c_void,
+    stream: *mut c_void,
     params: *mut *mut c_void,
     extra: *mut *mut c_void,
 ) -> CUresult {
@@ -297,23 +302,57 @@ pub unsafe extern "C" fn cuLaunchKernel(
     } else if bytes > 0 {
         return INVALID_VALUE;
     }
-    let before = module.program.simt_counts(&function.name);
-    match module.program.launch_raw(
-        &function.name,
-        Dim3::new(gx, gy, gz),
-        Dim3::new(bx, by, bz),
-        shared,
-        buffer,
-    ) {
-        Ok(()) => {
-            if let (Some(b), Some(after)) = (before, module.program.simt_counts(&function.name)) {
-                log_simt(&function.name, [gx, gy, gz], [bx, by, bz], &after.since(&b));
+    let (grid, block) = (Dim3::new(gx, gy, gz), Dim3::new(bx, by, bz));
+    // What CUDA refuses at once is refused here; the launch itself runs on the stream.
+    if let Err(e) = module
+        .program
+        .check_launch(&function.name, grid, block, shared, buffer.len())
+    {
+        return code(&e);
+    }
+    let launch = QueuedLaunch {
+        function: function as *const Function,
+    };
+    crate::streams::enqueue(
+        stream,
+        Box::new(move || {
+            // SAFETY: `cuModuleUnload`, which frees the module and its functions, first waits
+            // for every stream.
+            let function = unsafe { &*launch.function() };
+            let module = unsafe { &*function.module };
+            let before = module.program.simt_counts(&function.name);
+            match module
+                .program
+                .launch_raw(&function.name, grid, block, shared, buffer)
+            {
+                Ok(()) => {
+                    if let (Some(b), Some(after)) =
+                        (before, module.program.simt_counts(&function.name))
+                    {
+                        log_simt(&function.name, [gx, gy, gz], [bx, by, bz], &after.since(&b));
+                    }
+                    SUCCESS
+                }
+                Err(e) => code(&e),
             }
-            SUCCESS
-        }
-        Err(e) => code(&e),
+        }),
+    )
+}
+
+/// A launch on its way to a stream's thread: the kernel it runs.
+struct QueuedLaunch {
+    function: *const Function,
+}
+
+impl QueuedLaunch {
+    /// The kernel (a method, so that a closure captures the whole value, which is `Send`).
+    fn function(&self) -> *const Function {
+        self.function
     }
 }
+
+// SAFETY: the function and its module are only read, and outlive the launch (above).
+unsafe impl Send for QueuedLaunch {}
 
 /// `WARPVISOR_CUDA_SIMT=PATH`: modules run under SIMT emulation and every launch appends a
 /// line of JSON with its counts to PATH.
@@ -395,6 +434,7 @@ fn error_text(e: CUresult) -> (&'static [u8], &'static [u8]) {
             b"unspecified launch failure\0",
         ),
         NOT_SUPPORTED => (b"CUDA_ERROR_NOT_SUPPORTED\0", b"operation not supported\0"),
+        crate::streams::NOT_READY => (b"CUDA_ERROR_NOT_READY\0", b"device not ready\0"),
         _ => (b"CUDA_ERROR_UNKNOWN\0", b"unknown error\0"),
     }
 }

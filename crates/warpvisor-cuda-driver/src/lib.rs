@@ -4,9 +4,11 @@
 //! host memory that kernels may touch only where it was allocated.
 //!
 //! One device, "warpvisor CPU (N cores)", with an H100's limits and compute capability 9.0.
-//! Everything is synchronous: streams and events exist so that programs run unchanged, and a
-//! launch has finished when `cuLaunchKernel` returns. Errors are the CUDA codes; with
-//! `WARPVISOR_CUDA_VERBOSE=1` the reason is also printed on standard error.
+//! Launches are asynchronous, as CUDA's: each stream runs its launches in order on a thread of
+//! its own (`streams.rs`), page-locked host memory is mapped for kernels at its own address,
+//! and a launch's error is reported by the next call that waits for it (`cuStreamSynchronize`,
+//! a copy). Errors are the CUDA codes; with `WARPVISOR_CUDA_VERBOSE=1` the reason is also
+//! printed on standard error.
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 

@@ -1,5 +1,7 @@
 //! Device memory (host allocations the kernels may touch), copies, and page-locked host
-//! memory (ordinary host memory here).
+//! memory — mapped, as under CUDA's unified addressing: a kernel may touch it too, at the
+//! same address (`cuMemHostGetDevicePointer`). Copies wait for the work they are ordered
+//! after (`streams::settle`) and then run on the calling thread.
 
 use std::collections::HashMap;
 use std::ffi::{c_uint, c_void};
@@ -7,6 +9,7 @@ use std::ffi::{c_uint, c_void};
 use warpvisor::ptx::DeviceBuffer;
 
 use crate::device::*;
+use crate::streams::{settle, synchronize_all};
 
 /// The allocation holding `[p, p + n)` and the offset of `p` in it.
 fn find(memory: &HashMap<u64, DeviceBuffer>, p: u64, n: usize) -> Option<(&DeviceBuffer, usize)> {
@@ -14,6 +17,23 @@ fn find(memory: &HashMap<u64, DeviceBuffer>, p: u64, n: usize) -> Option<(&Devic
         .iter()
         .find(|(&a, b)| p >= a && p - a + n as u64 <= b.len() as u64)
         .map(|(&a, b)| (b, (p - a) as usize))
+}
+
+/// Runs `f` on the device allocation or mapped host allocation holding `[p, p + n)` and the
+/// offset of `p` in it; `INVALID_VALUE` when there is none.
+fn with_buffer(
+    d: &Driver,
+    p: u64,
+    n: usize,
+    f: impl FnOnce(&DeviceBuffer, usize) -> bool,
+) -> CUresult {
+    let (Ok(m), Ok(h)) = (d.memory.lock(), d.host.lock()) else {
+        return UNKNOWN;
+    };
+    match find(&m, p, n).or_else(|| find(&h, p, n)) {
+        Some((b, off)) if f(b, off) => SUCCESS,
+        _ => INVALID_VALUE,
+    }
 }
 
 #[no_mangle]
@@ -39,6 +59,11 @@ pub unsafe extern "C" fn cuMemAlloc_v2(p: *mut CUdeviceptr, bytes: usize) -> CUr
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(p: CUdeviceptr) -> CUresult {
     let d = tri!(driver());
+    // As CUDA's, a free waits for the device: no kernel may still use the memory.
+    let pending = synchronize_all();
+    if pending != SUCCESS {
+        return pending;
+    }
     match d.memory.lock().ok().and_then(|mut m| m.remove(&p)) {
         Some(_) => SUCCESS,
         None if p == 0 => SUCCESS,
@@ -82,67 +107,17 @@ pub unsafe extern "C" fn cuMemcpyHtoD_v2(
     src: *const c_void,
     n: usize,
 ) -> CUresult {
-    let d = tri!(driver());
-    if n == 0 {
-        return SUCCESS;
-    }
-    if src.is_null() {
-        return INVALID_VALUE;
-    }
-    let Ok(m) = d.memory.lock() else {
-        return UNKNOWN;
-    };
-    let Some((b, off)) = find(&m, dst, n) else {
-        return INVALID_VALUE;
-    };
-    let data = std::slice::from_raw_parts(src as *const u8, n);
-    if b.write_at(off, data) {
-        SUCCESS
-    } else {
-        INVALID_VALUE
-    }
+    cuMemcpyHtoDAsync_v2(dst, src, n, std::ptr::null_mut())
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoH_v2(dst: *mut c_void, src: CUdeviceptr, n: usize) -> CUresult {
-    let d = tri!(driver());
-    if n == 0 {
-        return SUCCESS;
-    }
-    if dst.is_null() {
-        return INVALID_VALUE;
-    }
-    let Ok(m) = d.memory.lock() else {
-        return UNKNOWN;
-    };
-    let Some((b, off)) = find(&m, src, n) else {
-        return INVALID_VALUE;
-    };
-    match b.read_at(off, n) {
-        Some(bytes) => {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst as *mut u8, n);
-            SUCCESS
-        }
-        None => INVALID_VALUE,
-    }
+    cuMemcpyDtoHAsync_v2(dst, src, n, std::ptr::null_mut())
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn cuMemcpyDtoD_v2(dst: CUdeviceptr, src: CUdeviceptr, n: usize) -> CUresult {
-    let d = tri!(driver());
-    if n == 0 {
-        return SUCCESS;
-    }
-    let Ok(m) = d.memory.lock() else {
-        return UNKNOWN;
-    };
-    let (Some((s, so)), Some((t, to))) = (find(&m, src, n), find(&m, dst, n)) else {
-        return INVALID_VALUE;
-    };
-    match s.read_at(so, n) {
-        Some(bytes) if t.write_at(to, &bytes) => SUCCESS,
-        _ => INVALID_VALUE,
-    }
+    cuMemcpyDtoDAsync_v2(dst, src, n, std::ptr::null_mut())
 }
 
 #[no_mangle]
@@ -150,9 +125,18 @@ pub unsafe extern "C" fn cuMemcpyHtoDAsync_v2(
     dst: CUdeviceptr,
     src: *const c_void,
     n: usize,
-    _s: *mut c_void,
+    s: *mut c_void,
 ) -> CUresult {
-    cuMemcpyHtoD_v2(dst, src, n)
+    let d = tri!(driver());
+    if n == 0 {
+        return SUCCESS;
+    }
+    if src.is_null() {
+        return INVALID_VALUE;
+    }
+    tri!(settled(s));
+    let data = std::slice::from_raw_parts(src as *const u8, n);
+    with_buffer(d, dst, n, |b, off| b.write_at(off, data))
 }
 
 #[no_mangle]
@@ -160,9 +144,23 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(
     dst: *mut c_void,
     src: CUdeviceptr,
     n: usize,
-    _s: *mut c_void,
+    s: *mut c_void,
 ) -> CUresult {
-    cuMemcpyDtoH_v2(dst, src, n)
+    let d = tri!(driver());
+    if n == 0 {
+        return SUCCESS;
+    }
+    if dst.is_null() {
+        return INVALID_VALUE;
+    }
+    tri!(settled(s));
+    with_buffer(d, src, n, |b, off| match b.read_at(off, n) {
+        Some(bytes) => {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst as *mut u8, n);
+            true
+        }
+        None => false,
+    })
 }
 
 #[no_mangle]
@@ -170,28 +168,27 @@ pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(
     dst: CUdeviceptr,
     src: CUdeviceptr,
     n: usize,
-    _s: *mut c_void,
+    s: *mut c_void,
 ) -> CUresult {
-    cuMemcpyDtoD_v2(dst, src, n)
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: usize) -> CUresult {
     let d = tri!(driver());
     if n == 0 {
         return SUCCESS;
     }
-    let Ok(m) = d.memory.lock() else {
-        return UNKNOWN;
-    };
-    let Some((b, off)) = find(&m, dst, n) else {
-        return INVALID_VALUE;
-    };
-    if b.write_at(off, &vec![v; n]) {
-        SUCCESS
-    } else {
-        INVALID_VALUE
+    tri!(settled(s));
+    let mut bytes = None;
+    let rc = with_buffer(d, src, n, |b, off| {
+        bytes = b.read_at(off, n);
+        bytes.is_some()
+    });
+    match bytes {
+        Some(bytes) if rc == SUCCESS => with_buffer(d, dst, n, |b, off| b.write_at(off, &bytes)),
+        _ => rc,
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn cuMemsetD8_v2(dst: CUdeviceptr, v: u8, n: usize) -> CUresult {
+    cuMemsetD8Async(dst, v, n, std::ptr::null_mut())
 }
 
 #[no_mangle]
@@ -199,11 +196,27 @@ pub unsafe extern "C" fn cuMemsetD8Async(
     dst: CUdeviceptr,
     v: u8,
     n: usize,
-    _s: *mut c_void,
+    s: *mut c_void,
 ) -> CUresult {
-    cuMemsetD8_v2(dst, v, n)
+    let d = tri!(driver());
+    if n == 0 {
+        return SUCCESS;
+    }
+    tri!(settled(s));
+    with_buffer(d, dst, n, |b, off| b.write_at(off, &vec![v; n]))
 }
 
+/// Waits for what work on stream `s` is ordered after: `Err` with the first launch error
+/// among it.
+unsafe fn settled(s: *mut c_void) -> Result<(), CUresult> {
+    match settle(s) {
+        SUCCESS => Ok(()),
+        e => Err(e),
+    }
+}
+
+/// Page-locked host memory, mapped for kernels at the same address: a zeroed allocation of
+/// the runtime (so a kernel may touch it), kept among the host allocations.
 #[no_mangle]
 pub unsafe extern "C" fn cuMemHostAlloc(
     p: *mut *mut c_void,
@@ -214,17 +227,21 @@ pub unsafe extern "C" fn cuMemHostAlloc(
     if p.is_null() {
         return INVALID_VALUE;
     }
-    let mut words: Vec<u64> = Vec::new();
-    if words.try_reserve_exact(bytes.div_ceil(8).max(1)).is_err() {
-        return OUT_OF_MEMORY;
+    let b = match d.runtime.buffer(bytes.max(1)) {
+        Ok(b) => b,
+        Err(e) => {
+            verbose(&e.to_string());
+            return OUT_OF_MEMORY;
+        }
+    };
+    *p = b.address() as *mut c_void;
+    match d.host.lock() {
+        Ok(mut h) => {
+            h.insert(b.address(), b);
+            SUCCESS
+        }
+        Err(_) => UNKNOWN,
     }
-    words.resize(bytes.div_ceil(8).max(1), 0);
-    let addr = words.as_mut_ptr() as u64;
-    *p = addr as *mut c_void;
-    if let Ok(mut h) = d.host.lock() {
-        h.insert(addr, words);
-    }
-    SUCCESS
 }
 
 #[no_mangle]
@@ -232,10 +249,36 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(p: *mut *mut c_void, bytes: usize) ->
     cuMemHostAlloc(p, bytes, 0)
 }
 
+/// The device address of page-locked host memory: the same address (unified addressing).
+#[no_mangle]
+pub unsafe extern "C" fn cuMemHostGetDevicePointer_v2(
+    dptr: *mut CUdeviceptr,
+    p: *mut c_void,
+    flags: c_uint,
+) -> CUresult {
+    let d = tri!(driver());
+    if dptr.is_null() || flags != 0 {
+        return INVALID_VALUE;
+    }
+    let Ok(h) = d.host.lock() else {
+        return UNKNOWN;
+    };
+    match find(&h, p as u64, 1) {
+        Some(_) => {
+            *dptr = p as u64;
+            SUCCESS
+        }
+        None => INVALID_VALUE,
+    }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CUresult {
     let d = tri!(driver());
+    // A kernel may still use mapped memory.
+    let pending = synchronize_all();
     match d.host.lock().ok().and_then(|mut h| h.remove(&(p as u64))) {
+        Some(_) if pending != SUCCESS => pending,
         Some(_) => SUCCESS,
         None => INVALID_VALUE,
     }

@@ -1,7 +1,10 @@
 //! The driver entry points called as a C program would: results, copies and the CUDA error
-//! codes of bad PTX, unknown kernels, out-of-range copies and illegal addresses.
+//! codes of bad PTX, unknown kernels, out-of-range copies and illegal addresses; launches that
+//! run while the host goes on, and mapped host memory they share with it.
 
 use std::ffi::{c_void, CStr, CString};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 use warpvisor_cuda_driver::*;
 
@@ -91,7 +94,10 @@ fn a_driver_api_program_runs_and_errors_are_cuda_codes() {
         assert!(back.chunks(4).all(|c| c == 1i32.to_le_bytes()));
         stride = 2;
         params[1] = &mut stride as *mut i32 as *mut c_void;
-        assert_eq!(name_of(launch(&mut params)), "CUDA_ERROR_ILLEGAL_ADDRESS");
+        // Launches are asynchronous: the fault is reported by the next wait, once.
+        assert_eq!(launch(&mut params), 0);
+        assert_eq!(name_of(cuCtxSynchronize()), "CUDA_ERROR_ILLEGAL_ADDRESS");
+        assert_eq!(cuCtxSynchronize(), 0);
         // Too many threads per block.
         let r = cuLaunchKernel(
             f,
@@ -182,4 +188,129 @@ fn module_load_options_fill_the_logs_and_set_the_optimisation_level() {
         )
     };
     assert_eq!(name_of(rc), "CUDA_ERROR_INVALID_VALUE");
+}
+
+/// A kernel that spins until the host writes a non-zero word into `flag`, then stores that
+/// word plus one into `out`: a volatile load and a system-wide fence, as CUDA C's
+/// `while (!*(volatile int *)flag) {} __threadfence_system();` compiles.
+const WAIT_FOR_HOST: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry wait_for_host(.param .u64 flag, .param .u64 out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [flag];
+    ld.param.u64 %rd2, [out];
+$L_spin:
+    ld.volatile.global.u32 %r1, [%rd1];
+    setp.eq.s32 %p1, %r1, 0;
+    @%p1 bra $L_spin;
+    membar.sys;
+    add.s32 %r2, %r1, 1;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+"#;
+
+#[test]
+fn a_kernel_runs_while_the_host_answers_it_through_mapped_memory() {
+    // SAFETY: every pointer passed lives across the call that uses it; the mapped words are
+    // touched by the host only through atomics while the kernel runs.
+    unsafe {
+        assert_eq!(cuInit(0), 0);
+        let mut attr = 0;
+        assert_eq!(cuDeviceGetAttribute(&mut attr, 19, 0), 0); // CAN_MAP_HOST_MEMORY
+        assert_eq!(attr, 1);
+        let mut module = std::ptr::null_mut();
+        let text = CString::new(WAIT_FOR_HOST).expect("PTX has no NUL");
+        assert_eq!(
+            cuModuleLoadData(&mut module, text.as_ptr() as *const c_void),
+            0
+        );
+        let mut f = std::ptr::null_mut();
+        let name = CString::new("wait_for_host").expect("name");
+        assert_eq!(cuModuleGetFunction(&mut f, module, name.as_ptr()), 0);
+
+        let (mut flag, mut out) = (std::ptr::null_mut(), std::ptr::null_mut());
+        assert_eq!(cuMemHostAlloc(&mut flag, 4, 2), 0); // DEVICEMAP
+        assert_eq!(cuMemHostAlloc(&mut out, 4, 2), 0);
+        let (mut dflag, mut dout): (CUdeviceptr, CUdeviceptr) = (0, 0);
+        assert_eq!(cuMemHostGetDevicePointer_v2(&mut dflag, flag, 0), 0);
+        assert_eq!(cuMemHostGetDevicePointer_v2(&mut dout, out, 0), 0);
+        let mut unmapped = [0u8; 4];
+        assert_eq!(
+            name_of(cuMemHostGetDevicePointer_v2(
+                &mut dout,
+                unmapped.as_mut_ptr() as *mut c_void,
+                0
+            )),
+            "CUDA_ERROR_INVALID_VALUE"
+        );
+        assert_eq!(cuMemHostGetDevicePointer_v2(&mut dout, out, 0), 0);
+
+        // Device memory the host reads on another stream while the kernel runs.
+        let mut d: CUdeviceptr = 0;
+        assert_eq!(cuMemAlloc_v2(&mut d, 4), 0);
+        let seven = 7u32.to_le_bytes();
+        assert_eq!(cuMemcpyHtoD_v2(d, seven.as_ptr() as *const c_void, 4), 0);
+        let mut side = std::ptr::null_mut();
+        assert_eq!(cuStreamCreate(&mut side, 1), 0); // NON_BLOCKING
+
+        let mut params: [*mut c_void; 2] = [
+            &mut dflag as *mut u64 as *mut c_void,
+            &mut dout as *mut u64 as *mut c_void,
+        ];
+        let null = std::ptr::null_mut();
+        let rc = cuLaunchKernel(
+            f,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            0,
+            null,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        );
+        assert_eq!(
+            rc, 0,
+            "the launch returns while its kernel waits for the host"
+        );
+        assert_eq!(name_of(cuStreamQuery(null)), "CUDA_ERROR_NOT_READY");
+        let mut back = [0u8; 4];
+        let rc = cuMemcpyDtoHAsync_v2(back.as_mut_ptr() as *mut c_void, d, 4, side);
+        assert_eq!(rc, 0);
+        assert_eq!(cuStreamSynchronize(side), 0);
+        assert_eq!(
+            back, seven,
+            "a non-blocking stream copies while the kernel runs"
+        );
+        assert_eq!(name_of(cuStreamQuery(null)), "CUDA_ERROR_NOT_READY");
+
+        AtomicU32::from_ptr(flag as *mut u32).store(41, Ordering::Release);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while cuStreamQuery(null) != 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the kernel never saw the host's word"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(cuStreamSynchronize(null), 0);
+        assert_eq!(
+            AtomicU32::from_ptr(out as *mut u32).load(Ordering::Acquire),
+            42
+        );
+
+        assert_eq!(cuStreamDestroy_v2(side), 0);
+        assert_eq!(cuMemFree_v2(d), 0);
+        assert_eq!(cuMemFreeHost(flag), 0);
+        assert_eq!(cuMemFreeHost(out), 0);
+        assert_eq!(cuModuleUnload(module), 0);
+    }
 }

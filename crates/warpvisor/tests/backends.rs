@@ -116,6 +116,56 @@ fn devices_names_every_backend_and_the_auto_pick() {
     );
 }
 
+/// On warpvisor's CUDA driver for the CPU the cuda device is listed as able to serve imports
+/// while a kernel runs (it maps page-locked host memory and copies beside running kernels),
+/// and `run --backend cuda --calls direct` answers as continuations do.
+#[test]
+fn cuda_on_the_cpu_driver_serves_imports_while_a_kernel_runs() {
+    if !common::cuda_on_cpu_here() {
+        return;
+    }
+    let Some(driver) = common::cuda_driver_library() else {
+        return;
+    };
+    let with_driver = |args: &[&str]| {
+        Command::new(common::warpvisor_bin())
+            .current_dir(repo())
+            .env(warpvisor::backend::cuda::DRIVER_VARIABLE, &driver)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = with_driver(&["devices"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    let device = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("cuda: available"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no cuda device: {stdout}"));
+    assert!(
+        device.contains("synchronous imports (--calls direct): yes"),
+        "{device}"
+    );
+    let run = |calls: &str| {
+        let out = with_driver(&[
+            "run",
+            "examples/hello.wasm",
+            "--backend",
+            "cuda",
+            "--calls",
+            calls,
+            "--vms",
+            "4",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let direct = run("direct");
+    assert!(!direct.is_empty());
+    assert_eq!(direct, run("continuations"));
+}
+
 #[test]
 fn cuda_backend_without_cuda_fails_naming_what_is_missing() {
     let cuda = warpvisor::backend::select::probe(warpvisor::backend::select::BackendKind::Cuda);

@@ -1,6 +1,7 @@
 //! Direct calls (`CallMode::Direct`): on `cpu` imports served while the kernel waits and native
-//! recursion with a stack floor; on `opencl` (PoCL: fine-grained SVM) imports served while the
-//! kernel waits, recursion still through continuations. Each test runs the same fleet with
+//! recursion with a stack floor; on `opencl` (PoCL: fine-grained SVM) and `cuda` (warpvisor's
+//! CPU driver: mapped host memory, asynchronous launches) imports served while the kernel
+//! waits, recursion still through continuations. Each test runs the same fleet with
 //! continuations as well and wants the same outcomes, except where the modes' limits differ by
 //! design.
 
@@ -9,7 +10,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use warpvisor::codegen::{CallMode, Dialect, KernelOptions, MemoryChecks};
+use warpvisor::codegen::{CallMode, KernelOptions, MemoryChecks};
 use warpvisor::vmm::{
     Fleet, FleetConfig, HostFunctions, HostStop, Imports, Outcome, Program, TrapKind, Value,
     VmMemory,
@@ -39,12 +40,18 @@ fn fleet(
 type Mode = (&'static str, CallMode);
 
 /// Every mode with imports served while the kernel waits, and the continuations they must
-/// agree with.
-const MODES: [Mode; 3] = [
-    ("cpu", CallMode::Continuations),
-    ("cpu", CallMode::Direct),
-    ("opencl", CallMode::Direct),
-];
+/// agree with: `cuda` where warpvisor's CPU driver and NVRTC are here (required in CI).
+fn modes() -> Vec<Mode> {
+    let mut modes = vec![
+        ("cpu", CallMode::Continuations),
+        ("cpu", CallMode::Direct),
+        ("opencl", CallMode::Direct),
+    ];
+    if common::cuda_on_cpu_here() {
+        modes.push(("cuda", CallMode::Direct));
+    }
+    modes
+}
 
 fn describe((backend, calls): Mode) -> String {
     format!("{backend}, {} calls", calls.name())
@@ -107,7 +114,7 @@ const IMPORTS: &str = r#"(module
 fn imports_with_memory_and_multiple_results_agree_between_the_modes() {
     let jobs: Vec<Vec<Value>> = (0..64).map(|i| vec![Value::I32(1 + i % 40)]).collect();
     let mut results = Vec::new();
-    for mode in MODES {
+    for mode in modes() {
         let config = FleetConfig {
             num_vms: 64,
             max_memory_pages: 1,
@@ -154,7 +161,7 @@ fn hostile_import_arguments_trap_only_their_vm_in_every_mode() {
         .iter()
         .map(|&(p, l)| vec![Value::I32(p), Value::I32(l)])
         .collect();
-    for mode in MODES {
+    for mode in modes() {
         let config = FleetConfig {
             num_vms: cases.len() as u32,
             max_memory_pages: 1,
@@ -202,7 +209,7 @@ fn endless_recursion_traps_only_its_vm_in_both_modes() {
         }
         a
     };
-    for mode in MODES {
+    for mode in modes() {
         let config = FleetConfig {
             num_vms: 64,
             ..FleetConfig::default()
@@ -295,7 +302,7 @@ impl HostFunctions for Sleeper {
 fn a_waiting_vm_times_out_and_the_others_complete_in_both_modes() {
     let wat = r#"(module (import "env" "wait" (func $wait (result i32)))
         (func (export "run") (result i32) (call $wait)))"#;
-    for mode in MODES {
+    for mode in modes() {
         let config = FleetConfig {
             num_vms: 4,
             timeout: Some(Duration::from_millis(300)),
@@ -317,8 +324,9 @@ fn a_waiting_vm_times_out_and_the_others_complete_in_both_modes() {
             };
             // By design on a CPU OpenCL device: the work-items of a work-group run one after
             // another, so a VM behind a waiting one in its work-group calls only after the
-            // deadline, and times out too (docs/opencl.md, "Synchronous imports").
-            let behind_a_waiter = mode.0 == "opencl" && vm > 1;
+            // deadline, and times out too (docs/opencl.md, "Synchronous imports"). The same
+            // holds for the threads of a CTA on warpvisor's CUDA driver for the CPU.
+            let behind_a_waiter = matches!(mode.0, "opencl" | "cuda") && vm > 1;
             if behind_a_waiter && *o == Outcome::Trapped(TrapKind::Timeout) {
                 continue;
             }
@@ -327,30 +335,22 @@ fn a_waiting_vm_times_out_and_the_others_complete_in_both_modes() {
     }
 }
 
-#[test]
-fn direct_calls_on_cuda_are_refused_with_the_reason() {
-    let options = KernelOptions {
-        dialect: Dialect::Cuda,
-        calls: CallMode::Direct,
-        ..KernelOptions::default()
-    };
-    let bytes = wat::parse_str(RECURSE).unwrap();
-    let module = warpvisor::frontend::load(&bytes).unwrap();
-    let err = warpvisor::codegen::emit(&module, &options)
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
-    assert!(
-        err.contains("cuda kernels make calls through continuations"),
-        "{err}"
-    );
-}
-
-/// On OpenCL with synchronous imports a VM's imports leave no kernel: one launch runs the
-/// whole batch, where continuations launch again after every round of hypercalls; recursion
-/// still goes through the trampoline (OpenCL C has no call stack).
+/// On OpenCL and CUDA with synchronous imports a VM's imports leave no kernel: one launch runs
+/// the whole batch, where continuations launch again after every round of hypercalls;
+/// recursion still goes through the trampoline.
 #[test]
 fn opencl_serves_imports_within_one_launch() {
+    serves_imports_within_one_launch("opencl");
+}
+
+#[test]
+fn cuda_serves_imports_within_one_launch() {
+    if common::cuda_on_cpu_here() {
+        serves_imports_within_one_launch("cuda");
+    }
+}
+
+fn serves_imports_within_one_launch(backend: &'static str) {
     let wat = r#"(module
         (import "env" "swap" (func (param i64 f64) (result f64 i64)))
         (import "env" "sum" (func $sum (param i32 i32) (result i32)))
@@ -374,20 +374,27 @@ fn opencl_serves_imports_within_one_launch() {
             max_memory_pages: 1,
             ..FleetConfig::default()
         };
-        let mut f = fleet(("opencl", calls), wat, config, Box::new(Host));
+        let mut f = fleet((backend, calls), wat, config, Box::new(Host));
         let outcomes = f.invoke("run", &jobs).unwrap();
         runs.push((outcomes, f.stats().launches));
     }
     let (continuations, direct) = (&runs[0], &runs[1]);
-    assert_eq!(continuations.0, direct.0);
+    assert_eq!(continuations.0, direct.0, "{backend}");
     // Every import a VM makes is served: `sum` writes len at ptr + len, so each sum also
     // counts what the calls before it wrote. Job j makes n = j + 1 calls.
     for (j, o) in direct.0.iter().enumerate() {
         let n = j as i32 + 1;
         let acc: i32 = (0..n).map(|i| (0..i).sum::<i32>()).sum();
-        assert_eq!(*o, Outcome::Returned(vec![Value::I32(acc + 55)]), "job {j}");
+        assert_eq!(
+            *o,
+            Outcome::Returned(vec![Value::I32(acc + 55)]),
+            "job {j}, {backend}"
+        );
     }
-    assert_eq!(direct.1, 1, "synchronous imports: one launch for the batch");
+    assert_eq!(
+        direct.1, 1,
+        "{backend}, synchronous imports: one launch for the batch"
+    );
     assert!(
         continuations.1 > 16,
         "continuations relaunch for every round of imports ({} launches)",

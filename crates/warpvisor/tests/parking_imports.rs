@@ -313,28 +313,39 @@ fn a_fault_in_a_continuation_with_direct_calls_traps_only_its_vm() {
     }
 }
 
-/// The same supervised fleet on OpenCL with synchronous imports (`--calls direct` on PoCL):
-/// `wait` parks and leaves the kernel, `note` is served while the kernel runs, `$deep` recurses
-/// through continuations (OpenCL C has no call stack); it ends as with continuations, in fewer
-/// launches. A kernel that cannot leave at `wait` traps the VMs that park.
+/// The same supervised fleet on OpenCL with synchronous imports (`--calls direct` on PoCL) and
+/// on CUDA (warpvisor's CPU driver): `wait` parks and leaves the kernel, `note` is served while
+/// the kernel runs, `$deep` recurses through continuations; it ends as with continuations, in
+/// fewer launches. A kernel that cannot leave at `wait` traps the VMs that park.
 #[test]
 fn opencl_vms_park_at_a_parking_import_and_the_rest_is_served_in_the_kernel() {
+    device_vms_park_and_the_rest_is_served_in_the_kernel("opencl");
+}
+
+#[test]
+fn cuda_vms_park_at_a_parking_import_and_the_rest_is_served_in_the_kernel() {
+    if common::cuda_on_cpu_here() {
+        device_vms_park_and_the_rest_is_served_in_the_kernel("cuda");
+    }
+}
+
+fn device_vms_park_and_the_rest_is_served_in_the_kernel(backend: &str) {
     let sync = run_on(
-        "opencl",
+        backend,
         HANDLER,
         CallMode::Direct,
         true,
         MemoryChecks::Explicit,
     );
     let continuations = run_on(
-        "opencl",
+        backend,
         HANDLER,
         CallMode::Continuations,
         false,
         MemoryChecks::Explicit,
     );
     for (name, r) in [("direct", &sync), ("continuations", &continuations)] {
-        assert_every_vm_served(&format!("opencl, {name}"), r);
+        assert_every_vm_served(&format!("{backend}, {name}"), r);
     }
     assert!(
         sync.kernel.contains("wv_k2("),
@@ -347,7 +358,7 @@ fn opencl_vms_park_at_a_parking_import_and_the_rest_is_served_in_the_kernel() {
         continuations.stats.launches
     );
     let unparked = run_on(
-        "opencl",
+        backend,
         HANDLER,
         CallMode::Direct,
         false,

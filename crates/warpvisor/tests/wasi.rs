@@ -126,6 +126,23 @@ fn wasi_jobs_match_wasmtime_on_opencl_with_synchronous_imports() {
     }
 }
 
+/// Synchronous imports on `cuda` through warpvisor's CPU driver (`--calls direct`: the host
+/// serves WASI while the kernel runs, through a mailbox in mapped host memory and copies on a
+/// stream of its own): the echo jobs and the C guests against wasmtime.
+#[test]
+fn wasi_jobs_match_wasmtime_on_cuda_with_synchronous_imports() {
+    if !common::cuda_on_cpu_here() {
+        return;
+    }
+    check_modes("cuda", &[CallMode::Direct], &echo(), &jobs(), 2);
+    for (name, jobs) in guest_cases() {
+        if ["c-hello.wasm", "c-exit_code.wasm", "c-recurse.wasm"].contains(&name) {
+            eprintln!("{name}");
+            check_modes("cuda", &[CallMode::Direct], &guest(name), &jobs, 0);
+        }
+    }
+}
+
 fn guest(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../guests/wasm")

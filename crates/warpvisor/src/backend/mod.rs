@@ -14,6 +14,7 @@ pub mod cpu;
 pub mod cuda;
 pub mod environment;
 mod fleet;
+mod host_calls;
 pub mod opencl;
 pub mod select;
 pub mod wasmtime;

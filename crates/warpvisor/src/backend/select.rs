@@ -74,13 +74,16 @@ pub fn probe(kind: BackendKind) -> Probe {
                     .iter()
                     .map(|d| {
                         format!(
-                            "[{}] {} (compute capability {}.{}) — {} SMs, {} MiB",
+                            "[{}] {} (compute capability {}.{}) — {} SMs, {} MiB; synchronous imports (--calls direct): {}",
                             d.index,
                             d.name,
                             d.compute_capability.0,
                             d.compute_capability.1,
                             d.multiprocessors,
-                            d.global_memory >> 20
+                            d.global_memory >> 20,
+                            d.sync_imports_unsupported
+                                .as_deref()
+                                .map_or("yes".to_string(), |why| format!("no, {why}"))
                         )
                     })
                     .collect()),

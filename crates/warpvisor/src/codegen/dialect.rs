@@ -83,6 +83,7 @@ typedef long int64_t;
   memory_order_release, WV_HOST_SCOPE)
 #define wv_status_observe(p) atomic_load_explicit((volatile __global atomic_uint *)(p), \
   memory_order_acquire, WV_HOST_SCOPE)
+#define wv_spin_pause() do { } while (0)
 /* A device: no C library; guest words through vloadn/vstoren of bytes (any alignment). */
 #define WV_HOST 0
 #define WV_VLOAD_BYTES 1
@@ -139,6 +140,21 @@ typedef unsigned int uint32_t;
 typedef int int32_t;
 typedef unsigned long long uint64_t;
 typedef long long int64_t;
+/* Synchronous imports (WV_SYNC_IMPORTS): the status word lives in mapped host memory; a
+ * volatile access fenced system-wide is the release store and the acquire load the host pairs
+ * with (backend/cuda/host_calls.rs). A waiting thread backs off between polls. */
+#define wv_status_publish(p, s) do { __threadfence_system(); \
+  *(volatile uint32_t *)(p) = (s); } while (0)
+static __device__ inline uint32_t wv_status_observe(const uint32_t *p) {
+  uint32_t s = *(const volatile uint32_t *)p;
+  __threadfence_system();
+  return s;
+}
+#if __CUDA_ARCH__ >= 700
+#define wv_spin_pause() __nanosleep(64)
+#else
+#define wv_spin_pause() do { } while (0)
+#endif
 /* A device: words only where aligned, no C library (NVIDIA GPUs are little-endian). */
 #define WV_HOST 0
 #define WV_GLOBAL

@@ -11,8 +11,8 @@ use super::function::{fastcall_signature, sanitize_comment, FunctionEmitter};
 use super::native::{native_dispatch_signature, NativeCalls};
 use super::partition::{self, fastcall_closure};
 use super::{
-    c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CodegenError, Dialect,
-    KernelLayout, KernelOptions, KernelSource, MemoryChecks, ModuleContext, PRELUDE,
+    c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CodegenError, KernelLayout,
+    KernelOptions, KernelSource, MemoryChecks, ModuleContext, PRELUDE,
 };
 use crate::abi;
 use crate::analysis::{CallGraph, Signatures};
@@ -41,13 +41,6 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
         )));
     }
     let direct = options.native_calls();
-    if options.synchronous_imports() && options.dialect == Dialect::Cuda {
-        return Err(CodegenError::Limit(
-            "direct calls are built for host C (the cpu backend) and OpenCL; cuda kernels make \
-             calls through continuations (--calls continuations)"
-                .into(),
-        ));
-    }
     if options.memory_checks == MemoryChecks::Guard {
         if let Some(why) = MemoryChecks::guard_unsupported(options) {
             return Err(CodegenError::Limit(format!(

@@ -178,9 +178,9 @@ pub enum CallMode {
     /// Calls finish on the device wherever it can. In host C (the `cpu` backend) every
     /// function is a plain C function: the kernel calls the host for an import and waits, and
     /// recursion uses the worker's native stack (a frame below its floor traps with
-    /// `stack_overflow`). On OpenCL devices with fine-grained SVM and its atomics the host
-    /// serves imports while the kernel waits (`backend/opencl/host_calls.rs`); recursion,
-    /// which OpenCL C lacks, stays continuations. Not on CUDA yet.
+    /// `stack_overflow`). On OpenCL devices with fine-grained SVM and its atomics, and on
+    /// CUDA devices that map host memory, the host serves imports while the kernel waits
+    /// (`backend/host_calls.rs`); recursion stays continuations there.
     Direct,
 }
 

@@ -662,10 +662,10 @@ WV_FN void wv_call_host(wv_fleet *f, uint32_t vm, uint32_t import, uint64_t *wor
 #endif
 #endif
 
-/* ---- synchronous imports on a device (--calls direct on OpenCL with fine-grained SVM) ---- */
+/* ---- synchronous imports on a device (--calls direct on OpenCL with fine-grained SVM, CUDA) ---- */
 #if WV_SYNC_IMPORTS && !WV_DIRECT_CALLS
-/* The fleet lives in memory the host shares while the kernel runs (backend/opencl/host_calls.rs
- * polls it). A VM calling an import leaves its arguments in its result words, publishes
+/* The control blocks and result words live in memory the host shares while the kernel runs
+ * (backend/host_calls.rs polls it). A VM calling an import leaves its arguments in its result words, publishes
  * WV_HOST_CALL in its status and spins until the host answers: RUNNING with the results in the
  * result words, or TRAPPED (the host recorded why), which the caller's WV_AFTER_CALL unwinds.
  * Only recursion and imports that park leave the kernel. */
@@ -675,8 +675,7 @@ WV_FN void wv_call_host(wv_fleet *f, uint32_t vm, uint32_t import, uint64_t *wor
   v->hypercall = import;
   for (uint32_t i = 0; i < WV_RET_WORDS; i++) WV_RET(i) = words[i];
   wv_status_publish(&v->status, WV_HOST_CALL);
-  while (wv_status_observe(&v->status) == WV_HOST_CALL) {
-  }
+  while (wv_status_observe(&v->status) == WV_HOST_CALL) wv_spin_pause();
   for (uint32_t i = 0; i < WV_RET_WORDS; i++) words[i] = WV_RET(i);
 }
 #endif

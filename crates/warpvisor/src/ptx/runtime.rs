@@ -550,6 +550,25 @@ impl PtxProgram {
         self.run(k, grid, block, dynamic_shared, params)
     }
 
+    /// Checks a launch of `kernel` without running it: what `cuLaunchKernel` refuses at once
+    /// (bad dimensions, too much shared memory, parameters of the wrong size), before a driver
+    /// queues the launch to run asynchronously.
+    pub fn check_launch(
+        &self,
+        kernel: &str,
+        grid: Dim3,
+        block: Dim3,
+        dynamic_shared: u32,
+        param_bytes: usize,
+    ) -> Result<(), PtxError> {
+        let k = self
+            .kernels
+            .iter()
+            .find(|k| k.info.name == kernel)
+            .ok_or_else(|| PtxError::NoSuchKernel(kernel.to_string()))?;
+        validate(k, grid, block, dynamic_shared, param_bytes)
+    }
+
     fn run(
         &self,
         k: &LoadedKernel,
@@ -558,64 +577,10 @@ impl PtxProgram {
         dynamic_shared: u32,
         mut params: Vec<u8>,
     ) -> Result<(), PtxError> {
+        validate(k, grid, block, dynamic_shared, params.len())?;
         let kernel = &k.info.name;
-        let bad = |message: String| PtxError::BadLaunch {
-            kernel: kernel.clone(),
-            message,
-        };
         let threads = block.count();
-        if threads == 0 || grid.count() == 0 {
-            return Err(bad(format!("empty grid {grid:?} or block {block:?}")));
-        }
-        if threads > limits::MAX_THREADS_PER_BLOCK {
-            return Err(bad(format!(
-                "{threads} threads per block (at most {})",
-                limits::MAX_THREADS_PER_BLOCK
-            )));
-        }
-        for (d, (v, max)) in [
-            (block.x, limits::MAX_BLOCK[0]),
-            (block.y, limits::MAX_BLOCK[1]),
-            (block.z, limits::MAX_BLOCK[2]),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if v > max {
-                return Err(bad(format!("block dimension {d} is {v} (at most {max})")));
-            }
-        }
-        for (d, (v, max)) in [
-            (grid.x, limits::MAX_GRID[0]),
-            (grid.y, limits::MAX_GRID[1]),
-            (grid.z, limits::MAX_GRID[2]),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if v > max {
-                return Err(bad(format!("grid dimension {d} is {v} (at most {max})")));
-            }
-        }
         let shared = k.info.static_shared + dynamic_shared as u64;
-        if shared > limits::MAX_SHARED_PER_BLOCK {
-            return Err(bad(format!(
-                "{shared} bytes of shared memory (at most {})",
-                limits::MAX_SHARED_PER_BLOCK
-            )));
-        }
-        if params.len() as u64 > limits::MAX_PARAM_BYTES
-            || (params.len() as u64) < k.info.param_bytes
-        {
-            return Err(PtxError::BadArguments {
-                kernel: kernel.clone(),
-                message: format!(
-                    "{} parameter bytes, the kernel takes {}",
-                    params.len(),
-                    k.info.param_bytes
-                ),
-            });
-        }
         // What the kernel may touch: the runtime's buffers and the module's variables.
         let mut ranges: Vec<RangeRecord> = match self.table.lock() {
             Ok(t) => t.iter().map(|(&lo, &hi)| RangeRecord { lo, hi }).collect(),
@@ -692,6 +657,73 @@ impl PtxProgram {
             }),
         }
     }
+}
+
+/// What a launch of `k` with these dimensions, dynamic shared memory and parameter bytes
+/// breaks of the device's limits, if anything.
+fn validate(
+    k: &LoadedKernel,
+    grid: Dim3,
+    block: Dim3,
+    dynamic_shared: u32,
+    param_bytes: usize,
+) -> Result<(), PtxError> {
+    let kernel = &k.info.name;
+    let bad = |message: String| PtxError::BadLaunch {
+        kernel: kernel.clone(),
+        message,
+    };
+    let threads = block.count();
+    if threads == 0 || grid.count() == 0 {
+        return Err(bad(format!("empty grid {grid:?} or block {block:?}")));
+    }
+    if threads > limits::MAX_THREADS_PER_BLOCK {
+        return Err(bad(format!(
+            "{threads} threads per block (at most {})",
+            limits::MAX_THREADS_PER_BLOCK
+        )));
+    }
+    for (d, (v, max)) in [
+        (block.x, limits::MAX_BLOCK[0]),
+        (block.y, limits::MAX_BLOCK[1]),
+        (block.z, limits::MAX_BLOCK[2]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if v > max {
+            return Err(bad(format!("block dimension {d} is {v} (at most {max})")));
+        }
+    }
+    for (d, (v, max)) in [
+        (grid.x, limits::MAX_GRID[0]),
+        (grid.y, limits::MAX_GRID[1]),
+        (grid.z, limits::MAX_GRID[2]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if v > max {
+            return Err(bad(format!("grid dimension {d} is {v} (at most {max})")));
+        }
+    }
+    let shared = k.info.static_shared + dynamic_shared as u64;
+    if shared > limits::MAX_SHARED_PER_BLOCK {
+        return Err(bad(format!(
+            "{shared} bytes of shared memory (at most {})",
+            limits::MAX_SHARED_PER_BLOCK
+        )));
+    }
+    if param_bytes as u64 > limits::MAX_PARAM_BYTES || (param_bytes as u64) < k.info.param_bytes {
+        return Err(PtxError::BadArguments {
+            kernel: kernel.clone(),
+            message: format!(
+                "{} parameter bytes, the kernel takes {}",
+                param_bytes, k.info.param_bytes
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// One worker's share of a launch: CTAs taken from `next` until none is left or one fails.

@@ -4,6 +4,10 @@
 //! launches the VMM's gathered transfers become one asynchronous copy per byte range, queued
 //! on the stream and waited for once per transfer.
 //!
+//! A fleet of a kernel with synchronous imports keeps its mailbox — the control blocks and the
+//! result words — in mapped page-locked host memory instead (`host_calls.rs`), which the host
+//! reads and writes directly.
+//!
 //! Copies go through a page-locked (pinned) staging buffer: only from pinned memory does the
 //! driver copy asynchronously (from pageable memory every `cuMemcpy*Async` blocks, through a
 //! bounce buffer of the driver's), so a transfer of many ranges costs one round trip, not one
@@ -18,13 +22,17 @@ use std::time::{Duration, Instant};
 
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, DriverError, LaunchConfig, PinnedHostSlice,
-    PushKernelArg,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DriverError, LaunchConfig,
+    PinnedHostSlice, PushKernelArg,
 };
 
+use super::host_calls::{MappedBuffer, ServiceView};
 use super::{driver_error, BLOCK};
-use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg};
-use crate::backend::{check_ranges, dirty_marks, BackendError, DeviceFleet, Traffic};
+use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg, VmControl};
+use crate::backend::host_calls::{serve_until_done, Mailbox};
+use crate::backend::{
+    check_ranges, dirty_marks, BackendError, DeviceFleet, ImportService, Traffic,
+};
 
 /// The smallest staging buffer worth pinning: pinning is a system call, so small transfers
 /// share one buffer instead of growing it a few bytes at a time.
@@ -35,13 +43,25 @@ const STAGING_MIN: usize = 64 << 10;
 /// function reads or writes) are far smaller than this.
 const STAGING_MAX: usize = 64 << 20;
 
+/// Where one buffer of a fleet lives.
+enum Storage {
+    /// Device memory.
+    Device(CudaSlice<u8>),
+    /// Mapped host memory: the mailbox of a fleet with synchronous imports.
+    Mapped(MappedBuffer),
+}
+
 /// The buffers of one fleet on a CUDA device, in [`FleetBuffer::ALL`]'s order.
 pub(super) struct CudaFleet {
     /// The stream every allocation, copy and launch of this fleet is queued on (the
     /// backend's): one stream keeps them in order without events.
     stream: Arc<CudaStream>,
     shape: FleetShape,
-    buffers: Vec<CudaSlice<u8>>,
+    buffers: Vec<Storage>,
+    /// Device addresses of the memory buffer and its dirty-page map, for copies made while a
+    /// kernel runs (outside cudarc's event tracking).
+    mem_address: u64,
+    dirty_address: u64,
     /// Pinned host bytes that gathered transfers are staged in; `None` until the first
     /// transfer, or after a failed attempt to grow it.
     staging: Option<PinnedHostSlice<u8>>,
@@ -58,7 +78,13 @@ impl CudaFleet {
         data: &[u8],
     ) -> Result<(), BackendError> {
         let what = format!("writing the fleet's {} buffer", buffer.name());
-        let device = &mut self.buffers[slot(buffer)];
+        let device = match &mut self.buffers[slot(buffer)] {
+            Storage::Device(d) => d,
+            Storage::Mapped(m) => {
+                m.write(ranges, data);
+                return Ok(());
+            }
+        };
         let stream = &self.stream;
         match staging_bytes(&mut self.staging, stream.context(), data.len())? {
             Some(stage) => {
@@ -76,12 +102,14 @@ impl CudaFleet {
     /// Allocates every buffer of `shape` on `stream`'s device, zeroed there (no host copy of
     /// a possibly huge memory buffer is made), and writes the data segments' bytes and the
     /// element segments' references (little-endian `u32`, as the kernel reads them) into
-    /// their blobs.
+    /// their blobs. With `mapped_mailbox` (a kernel with synchronous imports) the control
+    /// blocks and result words are mapped host memory.
     pub(super) fn new(
         stream: Arc<CudaStream>,
         shape: &FleetShape,
         data_blob: &[u8],
         elem_blob: &[u32],
+        mapped_mailbox: bool,
     ) -> Result<Self, BackendError> {
         let elems: Vec<u8> = elem_blob.iter().flat_map(|r| r.to_le_bytes()).collect();
         let blobs = [
@@ -104,15 +132,26 @@ impl CudaFleet {
         for &b in FleetBuffer::ALL {
             let bytes = shape.bytes(b);
             let len = usize::try_from(bytes).map_err(|_| BackendError::OutOfMemory { bytes })?;
+            if mapped_mailbox && matches!(b, FleetBuffer::Vms | FleetBuffer::Ret) {
+                buffers.push(Storage::Mapped(MappedBuffer::new(stream.context(), len)?));
+                continue;
+            }
             let buffer = stream
                 .alloc_zeros::<u8>(len)
                 .map_err(|e| alloc_error(e, bytes, b))?;
-            buffers.push(buffer);
+            buffers.push(Storage::Device(buffer));
         }
+        let address = |b: FleetBuffer| match &buffers[slot(b)] {
+            Storage::Device(d) => d.device_ptr(&stream).0,
+            Storage::Mapped(m) => *m.device(),
+        };
+        let (mem_address, dirty_address) = (address(FleetBuffer::Mem), address(FleetBuffer::Dirty));
         let mut fleet = CudaFleet {
             stream,
             shape: *shape,
             buffers,
+            mem_address,
+            dirty_address,
             staging: None,
             traffic: Traffic::default(),
         };
@@ -121,11 +160,12 @@ impl CudaFleet {
             if bytes.is_empty() {
                 continue;
             }
-            let mut view = fleet.buffers[slot(b)]
-                .try_slice_mut(..bytes.len())
-                .ok_or_else(|| {
-                    BackendError::Launch(format!("the {} blob does not fit", b.name()))
-                })?;
+            let Storage::Device(blob) = &mut fleet.buffers[slot(b)] else {
+                continue; // blobs are never mapped
+            };
+            let mut view = blob.try_slice_mut(..bytes.len()).ok_or_else(|| {
+                BackendError::Launch(format!("the {} blob does not fit", b.name()))
+            })?;
             fleet
                 .stream
                 .memcpy_htod(bytes, &mut view)
@@ -141,13 +181,15 @@ impl CudaFleet {
     }
 
     /// Runs `function` (one of the kernel's entries, named `entry`) over every VM on `stream`,
-    /// with this fleet's buffers and scalars as its parameters, and waits for it. Returns the
-    /// time from the launch to its end.
+    /// with this fleet's buffers and scalars as its parameters, and waits for it, serving the
+    /// VMs' imports meanwhile through `serving`'s service on its stream if given (synchronous
+    /// imports). Returns the time from the launch to its end.
     pub(super) fn run(
         &mut self,
         stream: &Arc<CudaStream>,
         function: &CudaFunction,
         entry: &str,
+        serving: Option<(&dyn ImportService, &Arc<CudaStream>)>,
     ) -> Result<Duration, BackendError> {
         // Buffers of another context are not addresses this kernel can use, and a launch on
         // another stream would not be ordered after this fleet's copies.
@@ -164,9 +206,38 @@ impl CudaFleet {
         // The launch builder keeps pointers to its arguments until the launch: the scalar
         // values are read out of `params`, which lives until the end of this function.
         let params = scalars.params();
+        let mailbox = match (
+            &self.buffers[slot(FleetBuffer::Vms)],
+            &self.buffers[slot(FleetBuffer::Ret)],
+        ) {
+            (Storage::Mapped(vms), Storage::Mapped(ret)) => Some(Mailbox {
+                vms: vms.host().cast::<VmControl>(),
+                ret: ret.host().cast::<u64>(),
+                shape: self.shape,
+            }),
+            _ => None,
+        };
+        let mut service = match serving {
+            Some((imports, service_stream)) => {
+                let mailbox = mailbox.ok_or_else(|| {
+                    BackendError::Launch(
+                        "a kernel with synchronous imports needs a fleet with a mapped mailbox"
+                            .into(),
+                    )
+                })?;
+                let view = ServiceView {
+                    stream: service_stream.clone(),
+                    shape: self.shape,
+                    mem: self.mem_address,
+                    dirty: self.dirty_address,
+                    traffic: Traffic::default(),
+                };
+                Some((imports, mailbox, view))
+            }
+            None => None,
+        };
         // Each buffer is handed out once, mutably (the kernel writes it).
-        let mut unused: Vec<Option<&mut CudaSlice<u8>>> =
-            self.buffers.iter_mut().map(Some).collect();
+        let mut unused: Vec<Option<&mut Storage>> = self.buffers.iter_mut().map(Some).collect();
         let mut builder = stream.launch_builder(function);
         for param in &params {
             match param {
@@ -181,7 +252,10 @@ impl CudaFleet {
                                     b.name()
                                 ))
                             })?;
-                    builder.arg(buffer);
+                    match buffer {
+                        Storage::Device(d) => builder.arg(d),
+                        Storage::Mapped(m) => builder.arg(m.device()),
+                    };
                 }
                 KernelParam::Scalar(ScalarArg::U32(v)) => {
                     builder.arg(v);
@@ -202,9 +276,38 @@ impl CudaFleet {
         // `abi::c::entry_points`); every buffer is as large as `self.shape` says, which is the
         // shape the kernel indexes by; the entry returns for threads at or past `num_vms`.
         let launched = unsafe { builder.launch(cfg) };
+        let served = match (&launched, service.as_mut()) {
+            (Ok(_), Some((imports, mailbox, view))) => {
+                let finished = || {
+                    // SAFETY: the stream is live.
+                    match unsafe { cudarc::driver::sys::cuStreamQuery(stream.cu_stream()) } {
+                        CUresult::CUDA_SUCCESS => Ok(true),
+                        CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+                        e => Err(driver_error(&format!("running {entry}"), e)),
+                    }
+                };
+                let vms = mailbox.vms;
+                // SAFETY: the mailbox is this fleet's mapped control blocks and result words,
+                // which the kernel touches as `serve_until_done` requires (`wv_call_host`).
+                unsafe {
+                    serve_until_done(finished, mailbox, |vm, import, words| {
+                        let pages = std::ptr::addr_of!((*vms.add(vm as usize)).mem_pages).read();
+                        view.serve(*imports, vm, pages, import, words)
+                    })
+                }
+            }
+            _ => Ok(()),
+        };
         let finished = stream.synchronize();
         launched.map_err(|e| driver_error(&format!("launching {entry}"), e))?;
         finished.map_err(|e| driver_error(&format!("running {entry}"), e))?;
+        served?;
+        if let Some((_, _, view)) = service {
+            let t = view.traffic;
+            self.traffic.from_device += t.from_device;
+            self.traffic.to_device += t.to_device;
+            self.traffic.transfers += t.transfers;
+        }
         Ok(start.elapsed())
     }
 }
@@ -372,7 +475,15 @@ impl DeviceFleet for CudaFleet {
         check_ranges(&self.shape, buffer, ranges, out.len())?;
         if !out.is_empty() {
             let what = format!("reading the fleet's {} buffer", buffer.name());
-            let device = &self.buffers[slot(buffer)];
+            let device = match &self.buffers[slot(buffer)] {
+                Storage::Device(d) => d,
+                Storage::Mapped(m) => {
+                    m.read(ranges, out);
+                    self.traffic.from_device += out.len() as u64;
+                    self.traffic.transfers += 1;
+                    return Ok(());
+                }
+            };
             let stream = &self.stream;
             match staging_bytes(&mut self.staging, stream.context(), out.len())? {
                 Some(stage) => {

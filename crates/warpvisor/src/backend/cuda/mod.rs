@@ -1,11 +1,13 @@
 //! The `cuda` backend: the CUDA C++ kernel compiled by NVRTC and launched through the driver
-//! API, one thread per VM.
+//! API, one thread per VM. With `--calls direct` the host serves the VMs' imports while the
+//! kernel runs (`host_calls.rs`).
 //!
 //! Both libraries are loaded at run time (`cudarc`'s `dynamic-loading`): warpvisor builds and
 //! runs where CUDA is not installed, and says which library is missing when this backend is
 //! asked for. NVRTC alone (no driver, no GPU) is enough for [`compile_ptx`].
 
 mod fleet;
+mod host_calls;
 mod program;
 
 use std::sync::{Arc, Mutex};
@@ -39,6 +41,8 @@ pub struct DeviceInfo {
     pub multiprocessors: u32,
     /// Global memory in bytes.
     pub global_memory: u64,
+    /// Why it cannot serve imports while a kernel runs (`--calls direct`), if it cannot.
+    pub sync_imports_unsupported: Option<String>,
 }
 
 fn unavailable(reason: impl Into<String>) -> BackendError {
@@ -136,6 +140,7 @@ pub fn devices() -> Result<Vec<DeviceInfo>, BackendError> {
             compute_capability: ctx.compute_capability().unwrap_or((0, 0)),
             multiprocessors: sms.max(0) as u32,
             global_memory: ctx.total_mem().unwrap_or(0) as u64,
+            sync_imports_unsupported: host_calls::sync_imports_unsupported(&ctx),
         });
     }
     Ok(out)
@@ -195,6 +200,16 @@ impl Backend for CudaBackend {
     }
 
     fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
+        let sync_imports = options.synchronous_imports();
+        if sync_imports {
+            if let Some(why) = &self.info.sync_imports_unsupported {
+                return Err(unavailable(format!(
+                    "direct calls need the host to serve imports while a kernel runs, and {} \
+                     cannot: {why} (--calls continuations works on every device)",
+                    self.info.name
+                )));
+            }
+        }
         let ptx = compile_ptx(code, options, self.arch)?;
         let module = self
             .context
@@ -212,10 +227,21 @@ impl Backend for CudaBackend {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        // Copies the import service makes while a kernel runs go on a stream of their own,
+        // which does not wait for the launch stream.
+        let service = match sync_imports {
+            true => Some(
+                self.context
+                    .new_stream()
+                    .map_err(|e| driver_error("creating the import service's stream", e))?,
+            ),
+            false => None,
+        };
         Ok(Arc::new(CudaKernel {
             stream: Mutex::new(stream),
             launch,
             reset,
+            service,
             global_memory: self.info.global_memory,
         }))
     }
@@ -248,20 +274,25 @@ struct CudaKernel {
     launch: CudaFunction,
     /// `wv_reset`: puts every VM back to the instantiation image.
     reset: CudaFunction,
+    /// With synchronous imports, the stream of the copies that serve them.
+    service: Option<Arc<CudaStream>>,
     global_memory: u64,
 }
 
 impl CudaKernel {
-    /// Runs `function` (the entry named `entry`) over every VM of `fleet` and waits for it.
+    /// Runs `function` (the entry named `entry`) over every VM of `fleet` and waits for it,
+    /// serving the VMs' imports meanwhile through `imports` if given (synchronous imports).
     fn run(
         &self,
         function: &CudaFunction,
         entry: &str,
         fleet: &mut dyn DeviceFleet,
+        imports: Option<&dyn ImportService>,
     ) -> Result<LaunchTimes, BackendError> {
         let fleet = downcast::<CudaFleet>(fleet, "cuda")?;
         let stream = self.stream.lock().unwrap_or_else(|e| e.into_inner());
-        let execute = fleet.run(&stream, function, entry)?;
+        let serving = imports.zip(self.service.as_ref());
+        let execute = fleet.run(&stream, function, entry, serving)?;
         // The buffers stay on the device: the VMM's gathered transfers are timed and counted
         // by the fleet, not here.
         Ok(LaunchTimes {
@@ -285,21 +316,26 @@ impl Kernel for CudaKernel {
             .unwrap_or_else(|e| e.into_inner())
             .clone();
         Ok(Box::new(CudaFleet::new(
-            stream, shape, data_blob, elem_blob,
+            stream,
+            shape,
+            data_blob,
+            elem_blob,
+            self.service.is_some(),
         )?))
     }
 
     fn launch(
         &self,
         fleet: &mut dyn DeviceFleet,
-        _: &dyn ImportService,
+        imports: &dyn ImportService,
     ) -> Result<LaunchTimes, BackendError> {
-        // CUDA kernels use continuations: imports stop the VM.
-        self.run(&self.launch, "wv_kernel", fleet)
+        // With continuations imports stop the VM; synchronous imports are served meanwhile.
+        let serving = self.service.is_some().then_some(imports);
+        self.run(&self.launch, "wv_kernel", fleet, serving)
     }
 
     fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
-        self.run(&self.reset, "wv_reset", fleet)
+        self.run(&self.reset, "wv_reset", fleet, None)
     }
 
     fn check_capacity(

@@ -1,29 +1,24 @@
 //! Synchronous imports on OpenCL (`--calls direct`): the host serves a VM's import while the
-//! kernel runs, the way GPU C libraries make remote procedure calls to the host.
+//! kernel runs (the protocol: `backend/host_calls.rs`).
 //!
 //! A fleet of such a kernel lives in fine-grained shared virtual memory ([`SvmStorage`]: each
 //! buffer is an SVM allocation that its OpenCL buffer uses as storage), which host and device
-//! see coherently during a launch. A VM calling an import leaves its arguments in its result
-//! words and publishes `HOST_CALL` in its status with a release store (`wv_call_host` in the
-//! prelude), then spins. The host ([`serve_until_done`]) polls every VM's status with acquire
-//! loads until the launch completes, runs each import it finds through the VMM's
-//! [`ImportService`] on the VM's shared memory (`RunningFleet::serve`, as the cpu backend's
-//! direct calls do), writes the results and answers `RUNNING`, or `TRAPPED` when the VM must stop
-//! (the service recorded why).
+//! see coherently during a launch: the host polls the control blocks there, and runs each
+//! import through the VMM's [`ImportService`] on the VM's shared memory
+//! (`RunningFleet::serve`, as the cpu backend's direct calls do).
 //!
 //! Devices qualify with fine-grained buffer SVM, its atomics and OpenCL C 3.0
 //! ([`sync_imports_unsupported`]); OpenCL 1.2 devices keep continuations.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use opencl3::context::Context;
 use opencl3::device::{Device, CL_DEVICE_SVM_ATOMICS, CL_DEVICE_SVM_FINE_GRAIN_BUFFER};
 use opencl3::event::Event;
 use opencl3::memory::{CL_MEM_READ_WRITE, CL_MEM_SVM_ATOMICS, CL_MEM_SVM_FINE_GRAIN_BUFFER};
 
-use crate::abi::{status, FleetBuffer, FleetShape, PerVmArray, VmControl};
+use crate::abi::{FleetBuffer, FleetShape, VmControl};
+use crate::backend::host_calls::{serve_until_done as serve_until_done_with, Mailbox};
 use crate::backend::{BackendError, ImportService, RunningFleet};
 
 /// Why `device` cannot serve imports while a kernel runs, if it cannot.
@@ -119,28 +114,17 @@ pub(super) fn local_size_sharing_cores(
     Some(num_vms.div_ceil(groups).clamp(1, max_work_group.max(1)))
 }
 
-/// How long the host sleeps between polls once no VM has called for a while: the device's
-/// work-items run on the same cores on a CPU device, which a spinning host would slow down.
-const IDLE_POLL: Duration = Duration::from_micros(20);
-
-/// Polls without sleeping (yielding the core between them) after the last call before the
-/// host starts to sleep between polls: with a core of its own the host then answers within
-/// microseconds (LZ4 on PoCL, 1,280 imports: 0.046 s of execution against 0.08–0.11 s with
-/// 64 polls; docs/benchmarks.md).
-const SPIN_POLLS: u32 = 5_000;
-
 /// Serves the imports of the launch `running` (of the fleet in `storage`, shaped `shape`)
-/// until it completes. An error of the launch itself ends the wait with that error; the VMs'
-/// imports never do (a failed one, a panic included, stops its VM).
+/// until it completes ([`crate::backend::host_calls::serve_until_done`], with each VM's
+/// memory reached directly in the shared memory buffer).
 pub(super) fn serve_until_done(
     running: &Event,
     storage: &SvmStorage,
     shape: &FleetShape,
     imports: &dyn ImportService,
 ) -> Result<(), BackendError> {
-    let vms = storage.block(FleetBuffer::Vms).cast::<VmControl>();
     let fleet = RunningFleet {
-        vms: vms.as_ptr(),
+        vms: storage.block(FleetBuffer::Vms).cast::<VmControl>().as_ptr(),
         mem: storage.block(FleetBuffer::Mem).as_ptr(),
         // Only contiguous memories have a dirty-page map (ARCHITECTURE.md, "How a VM runs").
         dirty: match shape.layout.interleave {
@@ -149,13 +133,12 @@ pub(super) fn serve_until_done(
         },
         layout: shape.layout,
     };
-    let ret = storage.block(FleetBuffer::Ret).cast::<u64>();
-    let ret_words = shape.ret_words as usize;
-    let mut words = vec![0u64; ret_words];
-    let mut idle = 0u32;
-    loop {
-        // Read before the sweep: a launch seen complete here had published every call that
-        // the sweep below must answer (none: it completed), and one still running is swept.
+    let mailbox = Mailbox {
+        vms: storage.block(FleetBuffer::Vms).cast::<VmControl>().as_ptr(),
+        ret: storage.block(FleetBuffer::Ret).cast::<u64>().as_ptr(),
+        shape: *shape,
+    };
+    let finished = || {
         let state = running
             .command_execution_status()
             .map_err(|e| BackendError::Launch(format!("waiting for wv_kernel: {e}")))?;
@@ -165,55 +148,14 @@ pub(super) fn serve_until_done(
                 state.0
             )));
         }
-        let done = state.0 == opencl3::event::CL_COMPLETE;
-        let mut found = 0u32;
-        for vm in 0..shape.layout.num_vms {
-            // SAFETY: `vms` holds `num_vms` control blocks in shared memory; while a kernel
-            // runs their status words are accessed only atomically, by it and by this loop.
-            let (block, status_word) = unsafe {
-                let block = vms.as_ptr().add(vm as usize);
-                (
-                    block,
-                    AtomicU32::from_ptr(std::ptr::addr_of_mut!((*block).status)),
-                )
-            };
-            if status_word.load(Ordering::Acquire) != status::HOST_CALL {
-                continue;
-            }
-            found += 1;
-            // SAFETY: the VM waits for this answer, so its control block, result words and
-            // memory are the host's until the release store below (`wv_call_host`).
-            let keep_running = unsafe {
-                let at = PerVmArray::RET.index(shape, vm, 0) as usize;
-                let slot = ret.as_ptr().add(at);
-                std::ptr::copy_nonoverlapping(slot, words.as_mut_ptr(), ret_words);
-                let import = std::ptr::addr_of!((*block).hypercall).read();
-                let ok = fleet.serve(imports, vm, import, &mut words);
-                if ok {
-                    std::ptr::copy_nonoverlapping(words.as_ptr(), slot, ret_words);
-                } else {
-                    std::ptr::addr_of_mut!((*block).trap).write(0); // the service recorded why
-                }
-                ok
-            };
-            let answer = if keep_running {
-                status::RUNNING
-            } else {
-                status::TRAPPED
-            };
-            status_word.store(answer, Ordering::Release);
-        }
-        if done {
-            return Ok(());
-        }
-        if found > 0 {
-            idle = 0;
-        } else if idle < SPIN_POLLS {
-            idle += 1;
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(IDLE_POLL);
-        }
+        Ok(state.0 == opencl3::event::CL_COMPLETE)
+    };
+    // SAFETY: the blocks are the live fleet's, in memory the device shares coherently; a VM
+    // that called waits for the answer, so its cells are the service's meanwhile.
+    unsafe {
+        serve_until_done_with(finished, &mailbox, |vm, import, words| {
+            fleet.serve(imports, vm, import, words)
+        })
     }
 }
 

@@ -1,0 +1,272 @@
+//! Synchronous imports on CUDA (`--calls direct`): the host serves a VM's import while the
+//! kernel runs (the protocol: `backend/host_calls.rs`), the way GPU C libraries make remote
+//! procedure calls to the host.
+//!
+//! The fleet's mailbox — the control blocks and the result words — lives in mapped page-locked
+//! host memory ([`MappedBuffer`]), which the kernel reaches over the bus and the host polls
+//! directly; everything else, VM memory included, stays in device memory at device speed. The
+//! host reaches a calling VM's memory by copies on a stream of its own ([`ServiceView`]), which
+//! run beside the kernel: the copies are issued outside cudarc's per-buffer event tracking,
+//! which would otherwise order them after the running kernel that waits for them.
+
+use std::any::Any;
+use std::ops::Range;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUdevice_attribute, CUresult};
+use cudarc::driver::{CudaContext, CudaStream};
+
+use super::driver_error;
+use crate::abi::{FleetBuffer, FleetShape};
+use crate::backend::{
+    check_ranges, dirty_marks, BackendError, DeviceFleet, ImportService, Traffic,
+};
+
+/// Why the device of `context` cannot serve imports while a kernel runs, if it cannot.
+pub(super) fn sync_imports_unsupported(context: &CudaContext) -> Option<String> {
+    let has = |a: CUdevice_attribute| context.attribute(a).is_ok_and(|v| v > 0);
+    if !has(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY) {
+        return Some("it cannot map page-locked host memory".into());
+    }
+    if !has(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING) {
+        return Some("it lacks unified addressing".into());
+    }
+    if !has(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT) {
+        return Some("it cannot copy while a kernel runs (no copy engine)".into());
+    }
+    None
+}
+
+/// Page-locked host memory mapped into the device's address space, zeroed: the host reads and
+/// writes it through `host`, kernels through `device`. Freed on drop.
+pub(super) struct MappedBuffer {
+    host: *mut u8,
+    device: sys::CUdeviceptr,
+    len: usize,
+}
+
+// SAFETY: plain memory owned by this value; CUDA allows freeing it from any thread.
+unsafe impl Send for MappedBuffer {}
+
+impl MappedBuffer {
+    /// `len` bytes (at least one) in `context`.
+    pub(super) fn new(context: &Arc<CudaContext>, len: usize) -> Result<Self, BackendError> {
+        context
+            .bind_to_thread()
+            .map_err(|e| driver_error("binding the CUDA context", e))?;
+        let bytes = len.max(1);
+        // SAFETY: a plain allocation; checked below before any use.
+        let host = unsafe {
+            cudarc::driver::result::malloc_host(
+                bytes,
+                sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE,
+            )
+        }
+        .map_err(|e| match e.0 {
+            CUresult::CUDA_ERROR_OUT_OF_MEMORY => BackendError::OutOfMemory {
+                bytes: bytes as u64,
+            },
+            _ => driver_error(
+                &format!("allocating {bytes} bytes of mapped host memory"),
+                e,
+            ),
+        })?
+        .cast::<u8>();
+        let mut buffer = MappedBuffer {
+            host,
+            device: 0,
+            len: bytes,
+        };
+        // SAFETY: `host` is a live mapped allocation of this context.
+        let rc = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut buffer.device, host.cast(), 0) };
+        if rc != CUresult::CUDA_SUCCESS {
+            return Err(driver_error("mapping host memory for the device", rc));
+        }
+        // SAFETY: the allocation holds `bytes` bytes that nothing else uses yet.
+        unsafe { host.write_bytes(0, bytes) };
+        Ok(buffer)
+    }
+
+    /// The address kernels use.
+    pub(super) fn device(&self) -> &sys::CUdeviceptr {
+        &self.device
+    }
+
+    /// The host's pointer.
+    pub(super) fn host(&self) -> *mut u8 {
+        self.host
+    }
+
+    /// Copies `ranges` (checked by the caller against the fleet's shape, which sized the
+    /// buffer) into `out`, one after another; a range past the end is skipped.
+    pub(super) fn read(&self, ranges: &[Range<u64>], out: &mut [u8]) {
+        let mut at = 0;
+        for r in ranges {
+            let n = (r.end - r.start) as usize;
+            if r.end as usize > self.len || at + n > out.len() {
+                continue;
+            }
+            // SAFETY: the ranges lie in the allocation (checked against the fleet's shape,
+            // which sized it) and no kernel runs between launches, when this is called.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.host.add(r.start as usize),
+                    out[at..at + n].as_mut_ptr(),
+                    n,
+                )
+            };
+            at += n;
+        }
+    }
+
+    /// Writes `data` over `ranges` (checked as for `read`), one after another.
+    pub(super) fn write(&self, ranges: &[Range<u64>], data: &[u8]) {
+        let mut at = 0;
+        for r in ranges {
+            let n = (r.end - r.start) as usize;
+            if r.end as usize > self.len || at + n > data.len() {
+                continue;
+            }
+            // SAFETY: as in `read`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data[at..at + n].as_ptr(),
+                    self.host.add(r.start as usize),
+                    n,
+                )
+            };
+            at += n;
+        }
+    }
+}
+
+impl Drop for MappedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `malloc_host`; the fleet's launches have all been waited for.
+        let _ = unsafe { cudarc::driver::result::free_host(self.host.cast()) };
+    }
+}
+
+/// A running fleet's VM memory and dirty-page map as the import service sees them: copies on
+/// the service stream, which does not wait for the running kernel.
+pub(super) struct ServiceView {
+    pub(super) stream: Arc<CudaStream>,
+    pub(super) shape: FleetShape,
+    /// Device addresses of the `Mem` and `Dirty` buffers.
+    pub(super) mem: sys::CUdeviceptr,
+    pub(super) dirty: sys::CUdeviceptr,
+    pub(super) traffic: Traffic,
+}
+
+impl ServiceView {
+    fn base(&self, buffer: FleetBuffer) -> Result<sys::CUdeviceptr, BackendError> {
+        match buffer {
+            FleetBuffer::Mem => Ok(self.mem),
+            FleetBuffer::Dirty => Ok(self.dirty),
+            other => Err(BackendError::Launch(format!(
+                "an import reached the {} buffer while the kernel ran",
+                other.name()
+            ))),
+        }
+    }
+
+    fn synchronize(&self, what: &str) -> Result<(), BackendError> {
+        // SAFETY: the stream is live.
+        unsafe { cudarc::driver::result::stream::synchronize(self.stream.cu_stream()) }
+            .map_err(|e| driver_error(what, e))
+    }
+
+    /// Runs VM `vm`'s call of `import` through `imports` on its `pages` pages of memory;
+    /// `false` when the VM must stop, also when the service panicked.
+    pub(super) fn serve(
+        &mut self,
+        imports: &dyn ImportService,
+        vm: u32,
+        pages: u32,
+        import: u32,
+        words: &mut [u64],
+    ) -> bool {
+        let layout = self.shape.layout;
+        let size = pages as u64 * crate::layout::PAGE;
+        let mut memory = crate::vmm::VmMemory::in_fleet(self, layout, vm, size);
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            imports.serve(&mut memory, import, words)
+        }))
+        .unwrap_or(false)
+    }
+}
+
+impl DeviceFleet for ServiceView {
+    fn shape(&self) -> &FleetShape {
+        &self.shape
+    }
+
+    fn read(
+        &mut self,
+        buffer: FleetBuffer,
+        ranges: &[Range<u64>],
+        out: &mut [u8],
+    ) -> Result<(), BackendError> {
+        check_ranges(&self.shape, buffer, ranges, out.len())?;
+        let base = self.base(buffer)?;
+        let mut at = 0;
+        for r in ranges {
+            let n = (r.end - r.start) as usize;
+            // SAFETY: the range lies in the buffer (checked); the calling VM, whose cells
+            // these are, waits; the copy is waited for below, before `out` is used.
+            unsafe {
+                cudarc::driver::result::memcpy_dtoh_async(
+                    &mut out[at..at + n],
+                    base + r.start,
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| driver_error("reading a VM's memory during a launch", e))?;
+            at += n;
+        }
+        self.synchronize("reading a VM's memory during a launch")?;
+        self.traffic.from_device += out.len() as u64;
+        self.traffic.transfers += 1;
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        buffer: FleetBuffer,
+        ranges: &[Range<u64>],
+        data: &[u8],
+    ) -> Result<(), BackendError> {
+        check_ranges(&self.shape, buffer, ranges, data.len())?;
+        let base = self.base(buffer)?;
+        let mut at = 0;
+        for r in ranges {
+            let n = (r.end - r.start) as usize;
+            // SAFETY: as in `read`; `data` outlives the wait below.
+            unsafe {
+                cudarc::driver::result::memcpy_htod_async(
+                    base + r.start,
+                    &data[at..at + n],
+                    self.stream.cu_stream(),
+                )
+            }
+            .map_err(|e| driver_error("writing a VM's memory during a launch", e))?;
+            at += n;
+        }
+        self.synchronize("writing a VM's memory during a launch")?;
+        // Host writes into a VM's memory mark its dirty pages, as the kernel's stores do.
+        if let Some((marks, ones)) = dirty_marks(&self.shape, buffer, ranges) {
+            self.write(FleetBuffer::Dirty, &marks, &ones)?;
+        }
+        self.traffic.to_device += data.len() as u64;
+        self.traffic.transfers += 1;
+        Ok(())
+    }
+
+    fn traffic(&self) -> Traffic {
+        self.traffic
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
