@@ -279,17 +279,39 @@ pub unsafe extern "C" fn cuCtxSynchronize() -> CUresult {
     crate::streams::synchronize_all()
 }
 
+/// `CU_LIMIT_STACK_SIZE`.
+const LIMIT_STACK_SIZE: c_int = 0;
+
+/// The stack each thread gets (`CU_LIMIT_STACK_SIZE`), as last set; CUDA's default is 1 KiB.
+static STACK_SIZE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1024);
+
 #[no_mangle]
-pub unsafe extern "C" fn cuCtxSetLimit(_limit: c_int, _value: usize) -> CUresult {
-    // Stack, heap and printf limits: device functions' frames have their own stack here.
+pub unsafe extern "C" fn cuCtxSetLimit(limit: c_int, value: usize) -> CUresult {
+    if limit != LIMIT_STACK_SIZE {
+        // Heap and printf limits: nothing here is sized by them.
+        return SUCCESS;
+    }
+    // The threads of a CTA run one at a time to their next barrier, and a call never splits,
+    // so one thread's call chain has the CTA's whole frame stack.
+    if value as u64 > warpvisor::ptx::runtime::FRAME_STACK_BYTES {
+        verbose(&format!(
+            "a stack of {value} bytes a thread: device functions' frames have {} bytes here",
+            warpvisor::ptx::runtime::FRAME_STACK_BYTES
+        ));
+        return INVALID_VALUE;
+    }
+    STACK_SIZE.store(value, std::sync::atomic::Ordering::Relaxed);
     SUCCESS
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn cuCtxGetLimit(v: *mut usize, _limit: c_int) -> CUresult {
+pub unsafe extern "C" fn cuCtxGetLimit(v: *mut usize, limit: c_int) -> CUresult {
     if v.is_null() {
         return INVALID_VALUE;
     }
-    *v = 1024;
+    *v = match limit {
+        LIMIT_STACK_SIZE => STACK_SIZE.load(std::sync::atomic::Ordering::Relaxed),
+        _ => 1024,
+    };
     SUCCESS
 }

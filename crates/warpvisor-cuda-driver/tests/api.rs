@@ -216,7 +216,7 @@ $L_spin:
 "#;
 
 #[test]
-fn a_kernel_runs_while_the_host_answers_it_through_mapped_memory() {
+fn a_kernel_runs_while_the_host_answers_it_through_mapped_memory_and_limits_are_kept() {
     // SAFETY: every pointer passed lives across the call that uses it; the mapped words are
     // touched by the host only through atomics while the kernel runs.
     unsafe {
@@ -224,6 +224,17 @@ fn a_kernel_runs_while_the_host_answers_it_through_mapped_memory() {
         let mut attr = 0;
         assert_eq!(cuDeviceGetAttribute(&mut attr, 19, 0), 0); // CAN_MAP_HOST_MEMORY
         assert_eq!(attr, 1);
+        // CU_LIMIT_STACK_SIZE: kept up to the frame stack a CTA's threads share, refused above.
+        assert_eq!(cuCtxSetLimit(0, 48 << 10), 0);
+        let mut stack = 0usize;
+        assert_eq!(cuCtxGetLimit(&mut stack, 0), 0);
+        assert_eq!(stack, 48 << 10);
+        assert_eq!(
+            name_of(cuCtxSetLimit(0, 2 << 20)),
+            "CUDA_ERROR_INVALID_VALUE"
+        );
+        assert_eq!(cuCtxGetLimit(&mut stack, 0), 0);
+        assert_eq!(stack, 48 << 10);
         let mut module = std::ptr::null_mut();
         let text = CString::new(WAIT_FOR_HOST).expect("PTX has no NUL");
         assert_eq!(
