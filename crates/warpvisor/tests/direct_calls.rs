@@ -1,8 +1,7 @@
 //! Direct calls (`CallMode::Direct`): on `cpu` imports served while the kernel waits and native
-//! recursion with a stack floor; on `opencl` (PoCL: fine-grained SVM) imports served while the
-//! kernel waits, recursion still through continuations; on `cuda` (warpvisor's CPU driver:
-//! mapped host memory, asynchronous launches) imports served while the kernel waits and
-//! recursion on the device's stack, within `codegen::DEVICE_STACK_BYTES`. Each test runs the same fleet with
+//! recursion with a stack floor; on `opencl` (PoCL: fine-grained SVM) and `cuda` (warpvisor's
+//! CPU driver: mapped host memory, asynchronous launches) imports served while the kernel
+//! waits, recursion still through continuations. Each test runs the same fleet with
 //! continuations as well and wants the same outcomes, except where the modes' limits differ by
 //! design.
 
@@ -232,63 +231,6 @@ fn endless_recursion_traps_only_its_vm_in_both_modes() {
     }
 }
 
-/// With direct calls on CUDA recursion stays on the device: `fib` is a plain device function
-/// (no continuation in the kernel, no slow call at run time, one launch), and endless recursion
-/// traps its VM with `stack_overflow` at the device stack budget while the others return.
-#[test]
-fn cuda_recursion_runs_on_the_device_stack() {
-    if !common::cuda_on_cpu_here() {
-        return;
-    }
-    let options = KernelOptions {
-        dialect: common::dialect("cuda"),
-        calls: CallMode::Direct,
-        ..KernelOptions::default()
-    };
-    let bytes = wat::parse_str(RECURSE).unwrap();
-    let module = warpvisor::frontend::load(&bytes).unwrap();
-    let kernel = warpvisor::codegen::emit(&module, &options).unwrap();
-    let source: String = kernel.partitions.iter().map(|p| p.as_str()).collect();
-    assert!(
-        source.contains("#define WV_DEVICE_RECURSION 1"),
-        "the kernel recurses on the device"
-    );
-    assert!(
-        !source.contains("wv_k0("),
-        "fib is not a continuation with device recursion"
-    );
-    let config = FleetConfig {
-        num_vms: 8,
-        ..FleetConfig::default()
-    };
-    let mut f = fleet(
-        ("cuda", CallMode::Direct),
-        RECURSE,
-        config,
-        Box::new(warpvisor::vmm::NoHost),
-    );
-    let jobs: Vec<Vec<Value>> = (0..8).map(|i| vec![Value::I32(12 + i)]).collect();
-    let outcomes = f.invoke("fib", &jobs).unwrap();
-    let fib = |n: u32| (0..n).fold((0u32, 1u32), |(a, b), _| (b, a + b)).0;
-    for (i, o) in outcomes.iter().enumerate() {
-        let expected = Outcome::Returned(vec![Value::I32(fib(12 + i as u32) as i32)]);
-        assert_eq!(*o, expected, "job {i}");
-    }
-    let stats = f.stats();
-    assert_eq!(stats.slow_calls, 0, "no call left the device's stack");
-    assert_eq!(stats.launches, 1);
-    let outcomes = f.invoke("either", &jobs).unwrap();
-    for (i, o) in outcomes.iter().enumerate() {
-        let n = 12 + i as u32;
-        let expected = if n % 2 == 1 {
-            Outcome::Trapped(TrapKind::StackOverflow)
-        } else {
-            Outcome::Returned(vec![Value::I32(fib(n % 20) as i32)])
-        };
-        assert_eq!(*o, expected, "job {i}");
-    }
-}
-
 #[test]
 fn the_native_stack_follows_stack_words() {
     // A small budget traps where a large one does not: the floor is --stack-words × 64 bytes
@@ -395,7 +337,7 @@ fn a_waiting_vm_times_out_and_the_others_complete_in_both_modes() {
 
 /// On OpenCL and CUDA with synchronous imports a VM's imports leave no kernel: one launch runs
 /// the whole batch, where continuations launch again after every round of hypercalls;
-/// recursion goes through the trampoline on OpenCL, and stays on the device on CUDA.
+/// recursion still goes through the trampoline.
 #[test]
 fn opencl_serves_imports_within_one_launch() {
     serves_imports_within_one_launch("opencl");

@@ -149,9 +149,8 @@ pub struct FleetArgs {
     pub timeout: Option<Duration>,
     /// How kernels make calls that may leave the device: `direct` (imports served while the
     /// kernel waits: on cpu, with native recursion within --stack-words × 64 bytes of stack;
-    /// on opencl devices with fine-grained SVM, recursion still through continuations; on cuda
-    /// devices that map host memory, recursion on the device's stack within 32 KiB, 512 KiB on
-    /// warpvisor's CPU driver) or
+    /// on opencl devices with fine-grained SVM and cuda devices that map host memory,
+    /// recursion still through continuations) or
     /// `continuations` (every device). Default: direct on cpu, continuations elsewhere.
     #[arg(long, value_name = "MODE", value_parser = parse_calls)]
     pub calls: Option<CallMode>,

@@ -84,6 +84,8 @@ typedef long int64_t;
 #define wv_status_observe(p) atomic_load_explicit((volatile __global atomic_uint *)(p), \
   memory_order_acquire, WV_HOST_SCOPE)
 #define wv_spin_pause() do { } while (0)
+/* The host's answer, read after the acquire load that saw it. */
+#define WV_MAILBOX_LOAD(x) (x)
 /* A device: no C library; guest words through vloadn/vstoren of bytes (any alignment). */
 #define WV_HOST 0
 #define WV_VLOAD_BYTES 1
@@ -150,6 +152,8 @@ static __device__ inline uint32_t wv_status_observe(const uint32_t *p) {
   __threadfence_system();
   return s;
 }
+/* The host's answer, in mapped host memory: read past the SM's caches. */
+#define WV_MAILBOX_LOAD(x) (*(const volatile uint64_t *)&(x))
 #if __CUDA_ARCH__ >= 700
 #define wv_spin_pause() __nanosleep(64)
 #else

@@ -50,7 +50,7 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
     }
     let sigs = Signatures::new(module);
     let mut graph = CallGraph::new(module, &sigs);
-    if direct || options.device_recursion() {
+    if direct {
         graph = graph.with_direct_calls(&parking_imports(module, options));
     } else if options.synchronous_imports() {
         graph = graph.with_synchronous_imports(&parking_imports(module, options));
@@ -178,17 +178,6 @@ fn emit_partition(
         out,
         "#define WV_SYNC_IMPORTS {}",
         u8::from(options.synchronous_imports())
-    );
-    let _ = writeln!(
-        out,
-        "#define WV_DEVICE_RECURSION {}",
-        u8::from(options.device_recursion())
-    );
-    // The backend may give a device's own budget (`-D`, backend/cuda/program.rs).
-    let _ = writeln!(
-        out,
-        "#ifndef WV_DEVICE_STACK_BYTES\n#define WV_DEVICE_STACK_BYTES {}ull\n#endif",
-        super::DEVICE_STACK_BYTES
     );
     let _ = writeln!(
         out,

@@ -163,19 +163,6 @@ impl MemoryChecks {
     }
 }
 
-/// The device stack a VM's recursion may use with direct calls on a CUDA GPU
-/// ([`KernelOptions::device_recursion`]), measured from its first recursive frame: a deeper
-/// frame traps with `stack_overflow`. The backend sets the device's stack
-/// (`CU_LIMIT_STACK_SIZE`) to its budget plus [`DEVICE_STACK_ROOM`] (warpvisor's CPU driver
-/// has a larger one, `backend/cuda/mod.rs`). Small next to the cpu's native budget because a
-/// GPU reserves the stack for every thread it can hold (an H200: 2,048 threads on each of 132
-/// SMs, so 48 KiB a thread is 13 GiB).
-pub const DEVICE_STACK_BYTES: u64 = 32 << 10;
-
-/// Device stack beyond [`DEVICE_STACK_BYTES`]: room for the frame that crosses the budget and
-/// for the calls the kernel makes outside recursive functions.
-pub const DEVICE_STACK_ROOM: u64 = 16 << 10;
-
 /// How a kernel makes calls that the device may not be able to finish without the host:
 /// calls that reach an import, and recursion.
 #[derive(
@@ -193,8 +180,7 @@ pub enum CallMode {
     /// recursion uses the worker's native stack (a frame below its floor traps with
     /// `stack_overflow`). On OpenCL devices with fine-grained SVM and its atomics, and on
     /// CUDA devices that map host memory, the host serves imports while the kernel waits
-    /// (`backend/host_calls.rs`); CUDA recurses on the device's stack
-    /// ([`DEVICE_STACK_BYTES`]), OpenCL (whose C has no recursion) through continuations.
+    /// (`backend/host_calls.rs`); recursion stays continuations there.
     Direct,
 }
 
@@ -228,13 +214,6 @@ impl KernelOptions {
     /// so that only recursion and parking imports leave the kernel.
     pub fn synchronous_imports(&self) -> bool {
         self.calls == CallMode::Direct
-    }
-
-    /// Whether recursion runs on the device's own call stack (direct calls on CUDA): recursive
-    /// functions are plain device functions that check their depth against
-    /// [`DEVICE_STACK_BYTES`], and only parking imports leave the kernel.
-    pub fn device_recursion(&self) -> bool {
-        self.calls == CallMode::Direct && self.dialect == Dialect::Cuda
     }
 }
 

@@ -190,8 +190,6 @@ typedef struct wv_ctx {
   wv_fleet *f;
   WV_GLOBAL uint8_t *mb;
   WV_GLOBAL uint8_t *db;
-  /* cpu: the lowest address recursion may reach; CUDA with device recursion: the VM's first
-   * recursive frame, which WV_STACK_CHECK measures from (0 until then). */
   uint64_t stack_floor;
   uint32_t vm;
 #if WV_TRACE
@@ -678,23 +676,8 @@ WV_FN void wv_call_host(wv_fleet *f, uint32_t vm, uint32_t import, uint64_t *wor
   for (uint32_t i = 0; i < WV_RET_WORDS; i++) WV_RET(i) = words[i];
   wv_status_publish(&v->status, WV_HOST_CALL);
   while (wv_status_observe(&v->status) == WV_HOST_CALL) wv_spin_pause();
-  for (uint32_t i = 0; i < WV_RET_WORDS; i++) words[i] = WV_RET(i);
+  for (uint32_t i = 0; i < WV_RET_WORDS; i++) words[i] = WV_MAILBOX_LOAD(WV_RET(i));
 }
-#endif
-
-#if WV_DEVICE_RECURSION
-/* Recursion on the device's own call stack (direct calls on CUDA): a recursive function's
- * frame further than WV_DEVICE_STACK_BYTES from the VM's first recursive frame traps with
- * stack_overflow; the host sized the device's stack (CU_LIMIT_STACK_SIZE) above that budget
- * (backend/cuda/mod.rs). A distance, so it holds whichever way the stack grows. */
-WV_FN uint64_t wv_stack_address(void) {
-  volatile uint8_t probe = 0;
-  return (uint64_t)&probe;
-}
-#define WV_STACK_CHECK() do { uint64_t a_ = wv_stack_address(); \
-  if (c->stack_floor == 0) c->stack_floor = a_; \
-  if ((a_ > c->stack_floor ? a_ - c->stack_floor : c->stack_floor - a_) > WV_DEVICE_STACK_BYTES) \
-    WV_TRAP(WV_TRAP_STACK_OVERFLOW); } while (0)
 #endif
 
 #if WV_DIRTY_PAGES

@@ -1,7 +1,6 @@
 //! The `cuda` backend: the CUDA C++ kernel compiled by NVRTC and launched through the driver
 //! API, one thread per VM. With `--calls direct` the host serves the VMs' imports while the
-//! kernel runs (`host_calls.rs`) and recursion runs on the device's stack, whose size the
-//! backend sets (`CU_LIMIT_STACK_SIZE`).
+//! kernel runs (`host_calls.rs`).
 //!
 //! Both libraries are loaded at run time (`cudarc`'s `dynamic-loading`): warpvisor builds and
 //! runs where CUDA is not installed, and says which library is missing when this backend is
@@ -28,22 +27,6 @@ use crate::codegen::KernelOptions;
 
 /// Threads per block: a multiple of the warp size; VMs of one warp run in lockstep.
 const BLOCK: u32 = 128;
-
-/// The device stack a VM's recursion may use with direct calls on warpvisor's CPU driver: its
-/// CTAs' threads run one at a time, sharing a 1 MiB frame stack
-/// (`ptx::runtime::FRAME_STACK_BYTES`), and its frames are larger than a GPU's (256 bytes of
-/// each call stand for the host stack the translated C recursion takes).
-const CPU_DRIVER_STACK_BYTES: u64 = 512 << 10;
-
-/// The recursion budget of kernels with direct calls on this process's device: a GPU's
-/// (`codegen::DEVICE_STACK_BYTES`, a stack reserved for every thread it can hold), or the CPU
-/// driver's.
-fn device_stack_bytes() -> u64 {
-    match driver_is_cpu() {
-        true => CPU_DRIVER_STACK_BYTES,
-        false => crate::codegen::DEVICE_STACK_BYTES,
-    }
-}
 
 /// One CUDA device as `warpvisor devices` shows it.
 #[derive(Debug, Clone)]
@@ -227,20 +210,7 @@ impl Backend for CudaBackend {
                 )));
             }
         }
-        let device_stack = device_stack_bytes();
-        if options.device_recursion() {
-            // Recursion runs on the device's stack: large enough for the budget the kernel
-            // checks and the frame that crosses it.
-            let limit = cudarc::driver::sys::CUlimit::CU_LIMIT_STACK_SIZE;
-            let wanted = (device_stack + crate::codegen::DEVICE_STACK_ROOM) as usize;
-            let now = self.context.get_limit(limit).unwrap_or(0);
-            if now < wanted {
-                self.context.set_limit(limit, wanted).map_err(|e| {
-                    driver_error(&format!("setting the device stack to {wanted} bytes"), e)
-                })?;
-            }
-        }
-        let ptx = program::compile_ptx_with_stack(code, options, self.arch, device_stack)?;
+        let ptx = compile_ptx(code, options, self.arch)?;
         let module = self
             .context
             .load_module(Ptx::from_src(ptx))

@@ -33,15 +33,11 @@ pub fn nvrtc_status() -> Result<(i32, i32), BackendError> {
 }
 
 /// NVRTC options for `options`: exact IEEE arithmetic (no fused multiply-add, precise divide
-/// and square root, no flush to zero); `opt_level` 0 compiles without device optimisation;
-/// with device recursion, the stack budget `device_stack` the kernel checks.
-fn nvrtc_options(options: &KernelOptions, arch: &'static str, device_stack: u64) -> CompileOptions {
+/// and square root, no flush to zero); `opt_level` 0 compiles without device optimisation.
+fn nvrtc_options(options: &KernelOptions, arch: &'static str) -> CompileOptions {
     let mut extra = vec!["-w".to_string()];
     if options.opt_level == 0 {
         extra.push("-G".into());
-    }
-    if options.device_recursion() {
-        extra.push(format!("-DWV_DEVICE_STACK_BYTES={device_stack}ull"));
     }
     CompileOptions {
         ftz: Some(false),
@@ -55,22 +51,11 @@ fn nvrtc_options(options: &KernelOptions, arch: &'static str, device_stack: u64)
     }
 }
 
-/// Compiles `code` to PTX for `arch` (`compute_90`, ...), reusing the cache; a kernel with
-/// device recursion checks a GPU's budget ([`crate::codegen::DEVICE_STACK_BYTES`]).
+/// Compiles `code` to PTX for `arch` (`compute_90`, ...), reusing the cache.
 pub fn compile_ptx(
     code: &str,
     options: &KernelOptions,
     arch: &'static str,
-) -> Result<String, BackendError> {
-    compile_ptx_with_stack(code, options, arch, crate::codegen::DEVICE_STACK_BYTES)
-}
-
-/// [`compile_ptx`] with the device stack budget a kernel with device recursion checks.
-pub(super) fn compile_ptx_with_stack(
-    code: &str,
-    options: &KernelOptions,
-    arch: &'static str,
-    device_stack: u64,
 ) -> Result<String, BackendError> {
     let (major, minor) = nvrtc_status()?;
     if code.contains('\0') {
@@ -78,7 +63,7 @@ pub(super) fn compile_ptx_with_stack(
             "kernel source contains a NUL byte".into(),
         ));
     }
-    let opts = nvrtc_options(options, arch, device_stack);
+    let opts = nvrtc_options(options, arch);
     let opts_text = format!("{:?} {:?} {}", opts.options, opts.arch, options.opt_level);
     let key = cache::key(&[
         env!("CARGO_PKG_VERSION").as_bytes(),
