@@ -26,10 +26,10 @@ use cudarc::driver::{
     PinnedHostSlice, PushKernelArg,
 };
 
-use super::host_calls::{MappedBuffer, ServiceView};
+use super::host_calls::{ImportServing, MappedBuffer, ServiceView};
 use super::{driver_error, BLOCK};
 use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg, VmControl};
-use crate::backend::host_calls::{serve_until_done, Mailbox};
+use crate::backend::host_calls::Mailbox;
 use crate::backend::{
     check_ranges, dirty_marks, BackendError, DeviceFleet, ImportService, Traffic,
 };
@@ -206,34 +206,8 @@ impl CudaFleet {
         // The launch builder keeps pointers to its arguments until the launch: the scalar
         // values are read out of `params`, which lives until the end of this function.
         let params = scalars.params();
-        let mailbox = match (
-            &self.buffers[slot(FleetBuffer::Vms)],
-            &self.buffers[slot(FleetBuffer::Ret)],
-        ) {
-            (Storage::Mapped(vms), Storage::Mapped(ret)) => Some(Mailbox {
-                vms: vms.host().cast::<VmControl>(),
-                ret: ret.host().cast::<u64>(),
-                shape: self.shape,
-            }),
-            _ => None,
-        };
         let mut service = match serving {
-            Some((imports, service_stream)) => {
-                let mailbox = mailbox.ok_or_else(|| {
-                    BackendError::Launch(
-                        "a kernel with synchronous imports needs a fleet with a mapped mailbox"
-                            .into(),
-                    )
-                })?;
-                let view = ServiceView {
-                    stream: service_stream.clone(),
-                    shape: self.shape,
-                    mem: self.mem_address,
-                    dirty: self.dirty_address,
-                    traffic: Traffic::default(),
-                };
-                Some((imports, mailbox, view))
-            }
+            Some((imports, service_stream)) => Some(self.import_service(imports, service_stream)?),
             None => None,
         };
         // Each buffer is handed out once, mutably (the kernel writes it).
@@ -277,38 +251,52 @@ impl CudaFleet {
         // shape the kernel indexes by; the entry returns for threads at or past `num_vms`.
         let launched = unsafe { builder.launch(cfg) };
         let served = match (&launched, service.as_mut()) {
-            (Ok(_), Some((imports, mailbox, view))) => {
-                let finished = || {
-                    // SAFETY: the stream is live.
-                    match unsafe { cudarc::driver::sys::cuStreamQuery(stream.cu_stream()) } {
-                        CUresult::CUDA_SUCCESS => Ok(true),
-                        CUresult::CUDA_ERROR_NOT_READY => Ok(false),
-                        e => Err(driver_error(&format!("running {entry}"), e)),
-                    }
-                };
-                let vms = mailbox.vms;
-                // SAFETY: the mailbox is this fleet's mapped control blocks and result words,
-                // which the kernel touches as `serve_until_done` requires (`wv_call_host`).
-                unsafe {
-                    serve_until_done(finished, mailbox, |vm, import, words| {
-                        let pages = std::ptr::addr_of!((*vms.add(vm as usize)).mem_pages).read();
-                        view.serve(*imports, vm, pages, import, words)
-                    })
-                }
-            }
+            (Ok(_), Some(service)) => service.serve_until_done(stream, entry),
             _ => Ok(()),
         };
         let finished = stream.synchronize();
         launched.map_err(|e| driver_error(&format!("launching {entry}"), e))?;
         finished.map_err(|e| driver_error(&format!("running {entry}"), e))?;
         served?;
-        if let Some((_, _, view)) = service {
-            let t = view.traffic;
+        if let Some(service) = service {
+            let t = service.traffic();
             self.traffic.from_device += t.from_device;
             self.traffic.to_device += t.to_device;
             self.traffic.transfers += t.transfers;
         }
         Ok(start.elapsed())
+    }
+}
+
+impl CudaFleet {
+    /// What serves the imports of a launch on this fleet through `imports`: its mapped
+    /// mailbox, and its memory through copies on `stream`.
+    fn import_service<'i>(
+        &self,
+        imports: &'i dyn ImportService,
+        stream: &Arc<CudaStream>,
+    ) -> Result<ImportServing<'i>, BackendError> {
+        let (Storage::Mapped(vms), Storage::Mapped(ret)) = (
+            &self.buffers[slot(FleetBuffer::Vms)],
+            &self.buffers[slot(FleetBuffer::Ret)],
+        ) else {
+            return Err(BackendError::Launch(
+                "a kernel with synchronous imports needs a fleet with a mapped mailbox".into(),
+            ));
+        };
+        let mailbox = Mailbox {
+            vms: vms.host().cast::<VmControl>(),
+            ret: ret.host().cast::<u64>(),
+            shape: self.shape,
+        };
+        let view = ServiceView {
+            stream: stream.clone(),
+            shape: self.shape,
+            mem: self.mem_address,
+            dirty: self.dirty_address,
+            traffic: Traffic::default(),
+        };
+        Ok(ImportServing::new(imports, mailbox, view))
     }
 }
 

@@ -18,6 +18,7 @@ use cudarc::driver::{CudaContext, CudaStream};
 
 use super::driver_error;
 use crate::abi::{FleetBuffer, FleetShape};
+use crate::backend::host_calls::{serve_until_done, Mailbox};
 use crate::backend::{
     check_ranges, dirty_marks, BackendError, DeviceFleet, ImportService, Traffic,
 };
@@ -144,6 +145,56 @@ impl Drop for MappedBuffer {
     fn drop(&mut self) {
         // SAFETY: allocated by `malloc_host`; the fleet's launches have all been waited for.
         let _ = unsafe { cudarc::driver::result::free_host(self.host.cast()) };
+    }
+}
+
+/// What serves one launch's imports: the VMM's service, the fleet's mailbox, and its memory
+/// as the service reaches it.
+pub(super) struct ImportServing<'i> {
+    imports: &'i dyn ImportService,
+    mailbox: Mailbox,
+    view: ServiceView,
+}
+
+impl<'i> ImportServing<'i> {
+    pub(super) fn new(imports: &'i dyn ImportService, mailbox: Mailbox, view: ServiceView) -> Self {
+        ImportServing {
+            imports,
+            mailbox,
+            view,
+        }
+    }
+
+    /// Serves the VMs' imports until the launch queued last on `stream` (the entry `entry`)
+    /// completes.
+    pub(super) fn serve_until_done(
+        &mut self,
+        stream: &CudaStream,
+        entry: &str,
+    ) -> Result<(), BackendError> {
+        let finished = || {
+            // SAFETY: the stream is live.
+            match unsafe { sys::cuStreamQuery(stream.cu_stream()) } {
+                CUresult::CUDA_SUCCESS => Ok(true),
+                CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+                e => Err(driver_error(&format!("running {entry}"), e)),
+            }
+        };
+        let vms = self.mailbox.vms;
+        let (imports, view) = (self.imports, &mut self.view);
+        // SAFETY: the mailbox is the launching fleet's mapped control blocks and result words,
+        // which its kernel touches as `serve_until_done` requires (`wv_call_host`).
+        unsafe {
+            serve_until_done(finished, &self.mailbox, |vm, import, words| {
+                let pages = std::ptr::addr_of!((*vms.add(vm as usize)).mem_pages).read();
+                view.serve(imports, vm, pages, import, words)
+            })
+        }
+    }
+
+    /// What the service copied.
+    pub(super) fn traffic(&self) -> Traffic {
+        self.view.traffic
     }
 }
 
