@@ -59,12 +59,11 @@ pub unsafe extern "C" fn cuMemAlloc_v2(p: *mut CUdeviceptr, bytes: usize) -> CUr
 #[no_mangle]
 pub unsafe extern "C" fn cuMemFree_v2(p: CUdeviceptr) -> CUresult {
     let d = tri!(driver());
-    // As CUDA's, a free waits for the device: no kernel may still use the memory.
+    // As CUDA's, a free waits for the device: no kernel may still use the memory. The memory
+    // is freed whatever an earlier launch reports.
     let pending = synchronize_all();
-    if pending != SUCCESS {
-        return pending;
-    }
     match d.memory.lock().ok().and_then(|mut m| m.remove(&p)) {
+        Some(_) if pending != SUCCESS => pending,
         Some(_) => SUCCESS,
         None if p == 0 => SUCCESS,
         None => INVALID_VALUE,

@@ -22,6 +22,8 @@ use crate::device::*;
 const NON_BLOCKING: c_uint = 1;
 /// `CUDA_ERROR_NOT_READY`.
 pub(crate) const NOT_READY: CUresult = 600;
+/// `CUDA_ERROR_LAUNCH_FAILED`.
+const LAUNCH_FAILED: CUresult = 719;
 /// How many completion times a stream keeps for its events.
 const FINISH_TIMES: usize = 1024;
 
@@ -84,7 +86,10 @@ impl Stream {
                 .name("cuda-stream".into())
                 .spawn(move || {
                     for job in rx {
-                        let rc = job();
+                        // A panic must not end the thread with the job unfinished: every later
+                        // wait would hang. It fails the launch instead.
+                        let rc = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+                            .unwrap_or(LAUNCH_FAILED);
                         let mut p = lock(&me.progress);
                         p.completed += 1;
                         if rc != SUCCESS && p.error.is_none() {
@@ -118,6 +123,7 @@ impl Stream {
             let mut p = lock(&self.progress);
             p.completed += 1;
             p.error.get_or_insert(UNKNOWN);
+            self.changed.notify_all();
             return UNKNOWN;
         }
         SUCCESS

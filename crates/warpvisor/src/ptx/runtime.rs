@@ -2,7 +2,6 @@
 //! kernel cache), device memory as host allocations the runtime keeps a table of, and
 //! launches that spread CTAs over a pool of worker threads (one CTA per worker at a time).
 
-use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -92,9 +91,11 @@ pub mod limits {
 type RangeTable = Arc<Mutex<BTreeMap<u64, u64>>>;
 
 /// Device memory: a zeroed host allocation registered with its runtime, so that kernels may
-/// touch it (and nothing else). Not `Sync`: a launch writes it while it runs.
+/// touch it (and nothing else). Not `Sync`: a launch writes it while it runs. The host's copies
+/// touch only their byte ranges, through raw pointers (`read_at`, `write_at`).
 pub struct DeviceBuffer {
-    bytes: UnsafeCell<ZeroedBytes>,
+    /// Owns the allocation at `address`.
+    _bytes: ZeroedBytes,
     address: u64,
     len: usize,
     table: RangeTable,
@@ -131,39 +132,51 @@ impl DeviceBuffer {
 
     /// A copy of its bytes.
     pub fn read(&self) -> Vec<u8> {
-        // SAFETY: no launch runs while `self` is borrowed here (launches borrow it too, on
-        // this thread, since DeviceBuffer is not Sync), so nothing writes concurrently.
-        unsafe { (*self.bytes.get()).as_slice().to_vec() }
+        self.read_at(0, self.len).unwrap_or_default()
     }
 
     /// `len` bytes from `offset`, or `None` when the range is not inside the buffer.
     pub fn read_at(&self, offset: usize, len: usize) -> Option<Vec<u8>> {
-        let end = offset.checked_add(len).filter(|&e| e <= self.len)?;
-        // SAFETY: as in `read`.
-        Some(unsafe { (*self.bytes.get()).as_slice()[offset..end].to_vec() })
+        offset.checked_add(len).filter(|&e| e <= self.len)?;
+        let mut out = vec![0u8; len];
+        // SAFETY: the range lies inside the allocation, which `self` owns. Only the range is
+        // copied, through raw pointers — no reference over the allocation is made, since a
+        // launch (asynchronous in the CUDA driver) may be writing other bytes of it meanwhile.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (self.address as *const u8).add(offset),
+                out.as_mut_ptr(),
+                len,
+            )
+        };
+        Some(out)
     }
 
     /// Overwrites `data.len()` bytes from `offset`; `false` when they do not fit.
     pub fn write_at(&self, offset: usize, data: &[u8]) -> bool {
-        let Some(end) = offset.checked_add(data.len()).filter(|&e| e <= self.len) else {
+        if offset.checked_add(data.len()).is_none_or(|e| e > self.len) {
             return false;
+        }
+        // SAFETY: as in `read_at`: the range lies inside the allocation and only it is written.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                (self.address as *mut u8).add(offset),
+                data.len(),
+            )
         };
-        // SAFETY: as in `read`; the range lies inside the allocation.
-        unsafe { (*self.bytes.get()).as_mut_slice()[offset..end].copy_from_slice(data) };
         true
     }
 
     /// Overwrites its first `data.len()` bytes.
     pub fn write(&self, data: &[u8]) -> Result<(), PtxError> {
-        if data.len() > self.len {
-            return Err(PtxError::BadArguments {
-                kernel: String::new(),
-                message: format!("{} bytes do not fit a {}-byte buffer", data.len(), self.len),
-            });
+        if self.write_at(0, data) {
+            return Ok(());
         }
-        // SAFETY: as in `read`; the range lies inside the allocation.
-        unsafe { (*self.bytes.get()).as_mut_slice()[..data.len()].copy_from_slice(data) };
-        Ok(())
+        Err(PtxError::BadArguments {
+            kernel: String::new(),
+            message: format!("{} bytes do not fit a {}-byte buffer", data.len(), self.len),
+        })
     }
 }
 
@@ -211,7 +224,7 @@ impl PtxRuntime {
             t.insert(address, address + len as u64);
         }
         Ok(DeviceBuffer {
-            bytes: UnsafeCell::new(bytes),
+            _bytes: bytes,
             address,
             len,
             table: self.table.clone(),

@@ -26,7 +26,7 @@ use cudarc::driver::{
     PinnedHostSlice, PushKernelArg,
 };
 
-use super::host_calls::{ImportServing, MappedBuffer, ServiceView};
+use super::host_calls::{ImportServing, MappedBuffer, ServiceView, SERVICE_STAGING};
 use super::{driver_error, BLOCK};
 use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg, VmControl};
 use crate::backend::host_calls::Mailbox;
@@ -62,6 +62,8 @@ pub(super) struct CudaFleet {
     /// kernel runs (outside cudarc's event tracking).
     mem_address: u64,
     dirty_address: u64,
+    /// With synchronous imports, the page-locked bytes the import service copies through.
+    service_staging: Option<MappedBuffer>,
     /// Pinned host bytes that gathered transfers are staged in; `None` until the first
     /// transfer, or after a failed attempt to grow it.
     staging: Option<PinnedHostSlice<u8>>,
@@ -146,12 +148,17 @@ impl CudaFleet {
             Storage::Mapped(m) => *m.device(),
         };
         let (mem_address, dirty_address) = (address(FleetBuffer::Mem), address(FleetBuffer::Dirty));
+        let service_staging = match mapped_mailbox {
+            true => Some(MappedBuffer::new(stream.context(), SERVICE_STAGING)?),
+            false => None,
+        };
         let mut fleet = CudaFleet {
             stream,
             shape: *shape,
             buffers,
             mem_address,
             dirty_address,
+            service_staging,
             staging: None,
             traffic: Traffic::default(),
         };
@@ -276,9 +283,10 @@ impl CudaFleet {
         imports: &'i dyn ImportService,
         stream: &Arc<CudaStream>,
     ) -> Result<ImportServing<'i>, BackendError> {
-        let (Storage::Mapped(vms), Storage::Mapped(ret)) = (
+        let (Storage::Mapped(vms), Storage::Mapped(ret), Some(staging)) = (
             &self.buffers[slot(FleetBuffer::Vms)],
             &self.buffers[slot(FleetBuffer::Ret)],
+            &self.service_staging,
         ) else {
             return Err(BackendError::Launch(
                 "a kernel with synchronous imports needs a fleet with a mapped mailbox".into(),
@@ -294,6 +302,7 @@ impl CudaFleet {
             shape: self.shape,
             mem: self.mem_address,
             dirty: self.dirty_address,
+            staging: staging.host(),
             traffic: Traffic::default(),
         };
         Ok(ImportServing::new(imports, mailbox, view))

@@ -41,6 +41,8 @@ pub(super) fn sync_imports_unsupported(context: &CudaContext) -> Option<String> 
 /// Page-locked host memory mapped into the device's address space, zeroed: the host reads and
 /// writes it through `host`, kernels through `device`. Freed on drop.
 pub(super) struct MappedBuffer {
+    /// The context it was allocated in, kept alive and made current to free it.
+    context: Arc<CudaContext>,
     host: *mut u8,
     device: sys::CUdeviceptr,
     len: usize,
@@ -74,6 +76,7 @@ impl MappedBuffer {
         })?
         .cast::<u8>();
         let mut buffer = MappedBuffer {
+            context: context.clone(),
             host,
             device: 0,
             len: bytes,
@@ -143,9 +146,20 @@ impl MappedBuffer {
 
 impl Drop for MappedBuffer {
     fn drop(&mut self) {
+        // Freed in its own context, whichever thread drops the fleet.
+        let _ = self.context.bind_to_thread();
         // SAFETY: allocated by `malloc_host`; the fleet's launches have all been waited for.
         let _ = unsafe { cudarc::driver::result::free_host(self.host.cast()) };
     }
+}
+
+/// `ranges` cut into pieces of at most [`SERVICE_STAGING`] bytes: (offset, length).
+fn pieces(ranges: &[Range<u64>]) -> impl Iterator<Item = (u64, usize)> + '_ {
+    ranges.iter().flat_map(|r| {
+        (r.start..r.end)
+            .step_by(SERVICE_STAGING)
+            .map(move |from| (from, (r.end - from).min(SERVICE_STAGING as u64) as usize))
+    })
 }
 
 /// What serves one launch's imports: the VMM's service, the fleet's mailbox, and its memory
@@ -206,8 +220,20 @@ pub(super) struct ServiceView {
     /// Device addresses of the `Mem` and `Dirty` buffers.
     pub(super) mem: sys::CUdeviceptr,
     pub(super) dirty: sys::CUdeviceptr,
+    /// The fleet's page-locked staging bytes ([`SERVICE_STAGING`] of them): a copy runs beside
+    /// a kernel only from or to page-locked memory — from pageable memory the driver may hold
+    /// it back behind the kernel, which here waits for it.
+    pub(super) staging: *mut u8,
     pub(super) traffic: Traffic,
 }
+
+// SAFETY: the staging bytes belong to the fleet, which outlives the launch this view serves,
+// and only this view touches them meanwhile.
+unsafe impl Send for ServiceView {}
+
+/// Page-locked bytes a fleet with synchronous imports keeps for the copies that serve them;
+/// larger copies go through in pieces.
+pub(super) const SERVICE_STAGING: usize = 1 << 20;
 
 impl ServiceView {
     fn base(&self, buffer: FleetBuffer) -> Result<sys::CUdeviceptr, BackendError> {
@@ -260,22 +286,26 @@ impl DeviceFleet for ServiceView {
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, out.len())?;
         let base = self.base(buffer)?;
+        let what = "reading a VM's memory during a launch";
         let mut at = 0;
-        for r in ranges {
-            let n = (r.end - r.start) as usize;
-            // SAFETY: the range lies in the buffer (checked); the calling VM, whose cells
-            // these are, waits; the copy is waited for below, before `out` is used.
-            unsafe {
+        for (from, n) in pieces(ranges) {
+            // SAFETY: the staging bytes are this view's alone (see the type) and hold
+            // SERVICE_STAGING >= n bytes; the range lies in the buffer (checked), in the cells
+            // of the calling VM, which waits; the copy is waited for before they are read.
+            let queued = unsafe {
+                let stage = std::slice::from_raw_parts_mut(self.staging, n);
                 cudarc::driver::result::memcpy_dtoh_async(
-                    &mut out[at..at + n],
-                    base + r.start,
+                    stage,
+                    base + from,
                     self.stream.cu_stream(),
                 )
-            }
-            .map_err(|e| driver_error("reading a VM's memory during a launch", e))?;
+            };
+            self.synchronize(what)?;
+            queued.map_err(|e| driver_error(what, e))?;
+            // SAFETY: as above; the copy has finished.
+            unsafe { std::ptr::copy_nonoverlapping(self.staging, out[at..at + n].as_mut_ptr(), n) };
             at += n;
         }
-        self.synchronize("reading a VM's memory during a launch")?;
         self.traffic.from_device += out.len() as u64;
         self.traffic.transfers += 1;
         Ok(())
@@ -289,21 +319,19 @@ impl DeviceFleet for ServiceView {
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, data.len())?;
         let base = self.base(buffer)?;
+        let what = "writing a VM's memory during a launch";
         let mut at = 0;
-        for r in ranges {
-            let n = (r.end - r.start) as usize;
-            // SAFETY: as in `read`; `data` outlives the wait below.
-            unsafe {
-                cudarc::driver::result::memcpy_htod_async(
-                    base + r.start,
-                    &data[at..at + n],
-                    self.stream.cu_stream(),
-                )
-            }
-            .map_err(|e| driver_error("writing a VM's memory during a launch", e))?;
+        for (to, n) in pieces(ranges) {
+            // SAFETY: as in `read`; the staging bytes are not reused before the copy finishes.
+            let queued = unsafe {
+                std::ptr::copy_nonoverlapping(data[at..at + n].as_ptr(), self.staging, n);
+                let stage = std::slice::from_raw_parts(self.staging, n);
+                cudarc::driver::result::memcpy_htod_async(base + to, stage, self.stream.cu_stream())
+            };
+            self.synchronize(what)?;
+            queued.map_err(|e| driver_error(what, e))?;
             at += n;
         }
-        self.synchronize("writing a VM's memory during a launch")?;
         // Host writes into a VM's memory mark its dirty pages, as the kernel's stores do.
         if let Some((marks, ones)) = dirty_marks(&self.shape, buffer, ranges) {
             self.write(FleetBuffer::Dirty, &marks, &ones)?;
