@@ -71,6 +71,28 @@ pub trait DeviceFleet: Send {
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
+/// Copies `ranges` of `src` into `out`, one after another (the ranges checked by
+/// [`check_ranges`]).
+pub(crate) fn gather(src: &[u8], ranges: &[Range<u64>], out: &mut [u8]) {
+    let mut at = 0;
+    for r in ranges {
+        let n = (r.end - r.start) as usize;
+        out[at..at + n].copy_from_slice(&src[r.start as usize..r.end as usize]);
+        at += n;
+    }
+}
+
+/// Writes `data` over `ranges` of `dst`, one after another (the ranges checked by
+/// [`check_ranges`]).
+pub(crate) fn scatter(dst: &mut [u8], ranges: &[Range<u64>], data: &[u8]) {
+    let mut at = 0;
+    for r in ranges {
+        let n = (r.end - r.start) as usize;
+        dst[r.start as usize..r.end as usize].copy_from_slice(&data[at..at + n]);
+        at += n;
+    }
+}
+
 /// Checks that `ranges` lie in `buffer` and add up to `len` bytes.
 pub(crate) fn check_ranges(
     shape: &FleetShape,

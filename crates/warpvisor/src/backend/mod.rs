@@ -21,7 +21,7 @@ pub mod wasmtime;
 mod zeroed;
 
 pub(crate) use fleet::dirty_marks;
-pub(crate) use fleet::{check_ranges, downcast};
+pub(crate) use fleet::{check_ranges, downcast, gather, scatter};
 pub use fleet::{merge_adjacent, DeviceFleet, Traffic, VmmOnly};
 pub use zeroed::ZeroedBytes;
 

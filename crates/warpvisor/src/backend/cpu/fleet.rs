@@ -11,7 +11,9 @@ use std::ops::Range;
 
 use crate::abi::fleet::controls_as_bytes_mut;
 use crate::abi::{FleetAbi, FleetBuffer, FleetShape, VmControl, DIRTY_PAGE_SHIFT};
-use crate::backend::{check_ranges, BackendError, DeviceFleet, Traffic, ZeroedBytes};
+use crate::backend::{
+    check_ranges, gather, scatter, BackendError, DeviceFleet, Traffic, ZeroedBytes,
+};
 use crate::layout::PAGE;
 
 /// The buffers of one fleet in host memory.
@@ -257,13 +259,7 @@ impl DeviceFleet for CpuFleet {
         if buffer == FleetBuffer::Mem && self.shape.layout.guard_regions {
             return self.read_guarded(ranges, out);
         }
-        let src = self.buffers[Self::slot(buffer)].as_slice();
-        let mut at = 0;
-        for r in ranges {
-            let n = (r.end - r.start) as usize;
-            out[at..at + n].copy_from_slice(&src[r.start as usize..r.end as usize]);
-            at += n;
-        }
+        gather(self.buffers[Self::slot(buffer)].as_slice(), ranges, out);
         self.traffic.from_device += out.len() as u64;
         self.traffic.transfers += 1;
         Ok(())
@@ -279,13 +275,11 @@ impl DeviceFleet for CpuFleet {
         if buffer == FleetBuffer::Mem && self.shape.layout.guard_regions {
             self.write_guarded(ranges, data)?;
         } else {
-            let dst = self.buffers[Self::slot(buffer)].as_mut_slice();
-            let mut at = 0;
-            for r in ranges {
-                let n = (r.end - r.start) as usize;
-                dst[r.start as usize..r.end as usize].copy_from_slice(&data[at..at + n]);
-                at += n;
-            }
+            scatter(
+                self.buffers[Self::slot(buffer)].as_mut_slice(),
+                ranges,
+                data,
+            );
         }
         if buffer == FleetBuffer::Mem {
             let map = self.dirty_map();

@@ -31,7 +31,7 @@ use super::{driver_error, BLOCK};
 use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg, VmControl};
 use crate::backend::host_calls::Mailbox;
 use crate::backend::{
-    check_ranges, dirty_marks, BackendError, DeviceFleet, ImportService, Traffic,
+    check_ranges, dirty_marks, gather, scatter, BackendError, DeviceFleet, ImportService, Traffic,
 };
 
 /// The smallest staging buffer worth pinning: pinning is a system call, so small transfers
@@ -83,7 +83,7 @@ impl CudaFleet {
         let device = match &mut self.buffers[slot(buffer)] {
             Storage::Device(d) => d,
             Storage::Mapped(m) => {
-                m.write(ranges, data);
+                scatter(m.bytes_mut(), ranges, data);
                 return Ok(());
             }
         };
@@ -475,7 +475,7 @@ impl DeviceFleet for CudaFleet {
             let device = match &self.buffers[slot(buffer)] {
                 Storage::Device(d) => d,
                 Storage::Mapped(m) => {
-                    m.read(ranges, out);
+                    gather(m.bytes(), ranges, out);
                     self.traffic.from_device += out.len() as u64;
                     self.traffic.transfers += 1;
                     return Ok(());

@@ -101,46 +101,17 @@ impl MappedBuffer {
         self.host
     }
 
-    /// Copies `ranges` (checked by the caller against the fleet's shape, which sized the
-    /// buffer) into `out`, one after another; a range past the end is skipped.
-    pub(super) fn read(&self, ranges: &[Range<u64>], out: &mut [u8]) {
-        let mut at = 0;
-        for r in ranges {
-            let n = (r.end - r.start) as usize;
-            if r.end as usize > self.len || at + n > out.len() {
-                continue;
-            }
-            // SAFETY: the ranges lie in the allocation (checked against the fleet's shape,
-            // which sized it) and no kernel runs between launches, when this is called.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    self.host.add(r.start as usize),
-                    out[at..at + n].as_mut_ptr(),
-                    n,
-                )
-            };
-            at += n;
-        }
+    /// Its bytes, for the fleet's transfers between launches (no kernel touches them then).
+    pub(super) fn bytes(&self) -> &[u8] {
+        // SAFETY: the allocation holds `len` bytes, owned by `self`; no launch runs while the
+        // fleet reads it.
+        unsafe { std::slice::from_raw_parts(self.host, self.len) }
     }
 
-    /// Writes `data` over `ranges` (checked as for `read`), one after another.
-    pub(super) fn write(&self, ranges: &[Range<u64>], data: &[u8]) {
-        let mut at = 0;
-        for r in ranges {
-            let n = (r.end - r.start) as usize;
-            if r.end as usize > self.len || at + n > data.len() {
-                continue;
-            }
-            // SAFETY: as in `read`.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    data[at..at + n].as_ptr(),
-                    self.host.add(r.start as usize),
-                    n,
-                )
-            };
-            at += n;
-        }
+    /// Its bytes, to write between launches.
+    pub(super) fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`; `&mut self` makes this the only view.
+        unsafe { std::slice::from_raw_parts_mut(self.host, self.len) }
     }
 }
 
