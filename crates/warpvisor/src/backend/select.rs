@@ -121,9 +121,13 @@ pub fn probe(kind: BackendKind) -> Probe {
                 (
                     false,
                     Ok(vec![format!(
-                        "host C compiler {} ({}), {cores} worker threads",
+                        "host C compiler {} ({}), {cores} worker threads; dirty pages found by {}",
                         c.path(),
-                        c.identity()
+                        c.identity(),
+                        match cpu::write_watch_available() {
+                            true => "the MMU (userfaultfd write protection)",
+                            false => "marks at every store",
+                        }
                     )]),
                 )
             }

@@ -25,7 +25,7 @@ use warpvisor::backend::opencl::OpenClBackend;
 use warpvisor::backend::select::{self, BackendKind};
 use warpvisor::backend::wasmtime::{WasmtimeBackend, WasmtimeConfig};
 use warpvisor::backend::Backend;
-use warpvisor::codegen::{CallMode, Dialect, KernelOptions, MemoryChecks};
+use warpvisor::codegen::{CallMode, Dialect, DirtyPages, KernelOptions, MemoryChecks};
 use warpvisor::runner::Executor;
 use warpvisor::vmm::FleetConfig;
 
@@ -160,6 +160,11 @@ pub struct FleetArgs {
     /// `explicit` (a check per access; every backend). Default: guard where it applies.
     #[arg(long, value_name = "MODE", value_parser = parse_memory_checks)]
     pub memory_checks: Option<MemoryChecks>,
+    /// How a reset learns the pages each VM wrote: `auto` (by the MMU where it can be asked —
+    /// cpu with guard regions on Linux 6.7 or later, asynchronous userfaultfd write protection
+    /// — so stores carry no marks; else marks) or `marks` (every store marks its page).
+    #[arg(long, value_name = "MODE", value_parser = parse_dirty_pages, default_value = "auto")]
+    pub dirty_pages: DirtyPages,
     /// Worker threads of the cpu and wasmtime backends, 1 to 1024 (default: one per core).
     #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=MAX_WORKERS))]
     pub workers: Option<usize>,
@@ -199,6 +204,7 @@ impl FleetArgs {
             parking_imports: Vec::new(),
             count_calls: false,
             profile: None,
+            dirty_pages: self.dirty_pages,
         };
         options.memory_checks = self
             .memory_checks
@@ -266,6 +272,11 @@ fn parse_calls(s: &str) -> Result<CallMode, String> {
 fn parse_memory_checks(s: &str) -> Result<MemoryChecks, String> {
     MemoryChecks::from_name(s)
         .ok_or_else(|| format!("`{s}` is not a memory-check mode: use `guard` or `explicit`"))
+}
+
+fn parse_dirty_pages(s: &str) -> Result<DirtyPages, String> {
+    DirtyPages::from_name(s)
+        .ok_or_else(|| format!("`{s}` is not a dirty-page mode: use `auto` or `marks`"))
 }
 
 fn parse_timeout(s: &str) -> Result<Duration, String> {

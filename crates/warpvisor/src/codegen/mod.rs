@@ -96,6 +96,43 @@ pub struct KernelOptions {
     /// call edges by what ran.
     #[serde(default)]
     pub profile: Option<crate::profile::CallProfile>,
+    /// How a reset learns which pages of a VM's memory were written (interleave 0).
+    #[serde(default)]
+    pub dirty_pages: DirtyPages,
+}
+
+/// How the pages a VM wrote are found, so that a reset restores only those.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum DirtyPages {
+    /// By the MMU where the backend can ask it (`cpu` with guard regions on Linux 6.7 or
+    /// later: asynchronous userfaultfd write protection), so stores carry no marks; elsewhere
+    /// by marks.
+    #[default]
+    Auto,
+    /// Every store marks its page in the fleet's dirty-page map (every device).
+    Marks,
+}
+
+impl DirtyPages {
+    /// The flag value: `auto` or `marks`.
+    pub fn name(self) -> &'static str {
+        match self {
+            DirtyPages::Auto => "auto",
+            DirtyPages::Marks => "marks",
+        }
+    }
+
+    /// The mode named `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "auto" => Some(DirtyPages::Auto),
+            "marks" => Some(DirtyPages::Marks),
+            _ => None,
+        }
+    }
 }
 
 /// How a kernel keeps each memory access inside its VM's memory.
@@ -232,6 +269,7 @@ impl Default for KernelOptions {
             parking_imports: Vec::new(),
             count_calls: false,
             profile: None,
+            dirty_pages: DirtyPages::Auto,
         }
     }
 }

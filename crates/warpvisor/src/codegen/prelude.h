@@ -136,7 +136,11 @@ WV_FN void wv_write(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n, uin
 /* Dirty pages (interleave 0, every device): every write to guest memory marks its page in the
  * fleet's map (wv_fleet.dirty), so a reset restores only what a VM wrote instead of all the
  * memory it might have written (Rust guests reserve a 1 MiB shadow stack and touch a few pages
- * of it). The host marks what it writes (backend/fleet.rs). */
+ * of it). The host marks what it writes (backend/fleet.rs). With WV_DIRTY_BY_MMU (cpu, guard
+ * regions) the host fills the map from the MMU's record before each reset instead. */
+#ifndef WV_DIRTY_BY_MMU
+#define WV_DIRTY_BY_MMU 0
+#endif
 #if WV_INTERLEAVE == 0
 #define WV_DIRTY_PAGES 1
 WV_FN WV_GLOBAL uint8_t *wv_dirty_base(const wv_fleet *f, uint32_t vm) {
@@ -144,6 +148,7 @@ WV_FN WV_GLOBAL uint8_t *wv_dirty_base(const wv_fleet *f, uint32_t vm) {
 }
 /* Marks the pages of [ea, ea + n), n > 0: bulk operators. */
 WV_FN void wv_mark_dirty(WV_GLOBAL uint8_t *db, uint64_t ea, uint64_t n) {
+  if (WV_DIRTY_BY_MMU) return;
   for (uint64_t p = ea >> WV_DIRTY_SHIFT; p <= (ea + n - 1) >> WV_DIRTY_SHIFT; p++) db[p] = 1;
 }
 /* A store of at most 8 bytes marks the page it starts in; a restore covers 7 bytes more. The
@@ -153,6 +158,12 @@ WV_FN void wv_mark_dirty(WV_GLOBAL uint8_t *db, uint64_t ea, uint64_t n) {
  * last-page cache did. */
 #define WV_DIRTY(ea) do { WV_GLOBAL uint8_t *d_ = &db[(ea) >> WV_DIRTY_SHIFT]; \
   if (__builtin_expect(!*d_, 0)) *d_ = 1; } while (0)
+#if WV_DIRTY_BY_MMU
+/* The host finds the written pages through the MMU instead (backend/cpu/write_watch.rs, a
+ * compiler flag of cpu kernels with guard regions where Linux offers it): no store marks. */
+#undef WV_DIRTY
+#define WV_DIRTY(ea) ((void)0)
+#endif
 #else
 #define WV_DIRTY_PAGES 0
 #define WV_DIRTY(ea) ((void)0)

@@ -85,6 +85,10 @@ impl CCompiler {
                 // step over it without touching it.
                 f.push("-fstack-clash-protection".into());
             }
+            if super::watches_writes(options) {
+                // Stores carry no dirty-page marks: the fleet's write watch finds the pages.
+                f.push("-DWV_DIRTY_BY_MMU=1".into());
+            }
         }
         f
     }

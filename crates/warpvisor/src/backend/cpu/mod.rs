@@ -7,6 +7,8 @@ mod fleet;
 mod guard;
 mod pool;
 mod stack;
+#[cfg(target_os = "linux")]
+mod write_watch;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,13 +22,31 @@ use super::{
     downcast, Backend, BackendError, DeviceFleet, ImportService, Kernel, LaunchTimes, VmmOnly,
 };
 use crate::abi::{FleetShape, HostLaunch, HostServices};
-use crate::codegen::{CallMode, KernelOptions, MemoryChecks};
+use crate::codegen::{CallMode, DirtyPages, KernelOptions, MemoryChecks};
 
 pub use direct::{NATIVE_BYTES_PER_STACK_WORD, WORKER_STACK_BYTES};
 
 /// `void wv_launch(const wv_fleet *f, uint32_t first, uint32_t end, uint32_t step)` and
 /// `wv_reset_launch` (same parameters).
 pub type LaunchFn = unsafe extern "C" fn(*mut HostLaunch, u32, u32, u32);
+
+/// Whether kernels built with `options` leave finding the pages VMs wrote to their fleet's
+/// write watch (`write_watch.rs`) instead of marking them at every store: guard regions, and a
+/// host that can watch writes.
+pub(crate) fn watches_writes(options: &KernelOptions) -> bool {
+    options.memory_checks == MemoryChecks::Guard
+        && options.dirty_pages == DirtyPages::Auto
+        && write_watch_available()
+}
+
+/// Whether this host lets a fleet watch its memory for writes (Linux 6.7 or later with
+/// asynchronous userfaultfd write protection and `PAGEMAP_SCAN`, allowed to this process).
+pub fn write_watch_available() -> bool {
+    #[cfg(target_os = "linux")]
+    return write_watch::WriteWatch::available();
+    #[cfg(not(target_os = "linux"))]
+    return false;
+}
 
 /// The `cpu` backend.
 pub struct CpuBackend {
@@ -89,6 +109,7 @@ impl Backend for CpuBackend {
             counts,
             fault_unwind,
             direct: options.calls == CallMode::Direct,
+            watch_writes: watches_writes(options),
             pool: self.pool.clone(),
         }))
     }
@@ -141,6 +162,8 @@ struct CpuKernel {
     /// Whether the kernel makes direct calls: it then runs only on the workers, whose
     /// stacks are sized for its recursion.
     direct: bool,
+    /// Whether its stores leave the dirty pages to the fleet's write watch (`watches_writes`).
+    watch_writes: bool,
     pool: Arc<WorkerPool>,
 }
 
@@ -228,7 +251,12 @@ impl Kernel for CpuKernel {
         elem_blob: &[u32],
         _: VmmOnly,
     ) -> Result<Box<dyn DeviceFleet>, BackendError> {
-        Ok(Box::new(CpuFleet::new(shape, data_blob, elem_blob)?))
+        Ok(Box::new(CpuFleet::new(
+            shape,
+            data_blob,
+            elem_blob,
+            self.watch_writes,
+        )?))
     }
 
     fn launch(
@@ -255,12 +283,18 @@ impl Kernel for CpuKernel {
     fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
         let fleet = downcast::<CpuFleet>(fleet, "cpu")?;
         let before = fleet.guarded_sizes();
+        // The host's share of a reset (finding written pages, taking pages away, protecting
+        // new ones) counts as the reset's execution.
+        let start = Instant::now();
+        let resetting = fleet.collect_written_pages()?;
+        let collected = start.elapsed();
         let mut times = self.run(self.reset, fleet, HostServices::default(), 0, None)?;
+        let host = Instant::now();
         if let Some(before) = before {
-            let start = Instant::now();
             fleet.close_shrunk_memories(&before)?;
-            times.execute += start.elapsed();
+            fleet.watch_new_pages(&resetting, &before)?;
         }
+        times.execute += collected + host.elapsed();
         Ok(times)
     }
 

@@ -1,0 +1,329 @@
+//! Dirty pages found by the MMU instead of marked by the kernel (`DirtyPages::Auto` with guard
+//! regions, where Linux offers it): a fleet's VM memories are registered with a userfaultfd
+//! in asynchronous write-protect mode (`UFFD_FEATURE_WP_ASYNC`, Linux 6.7), so the first write
+//! to a protected page is resolved inside the kernel — no signal, no `mprotect` — and leaves the
+//! page "written"; `PAGEMAP_SCAN` on `/proc/self/pagemap` lists the written pages of a range.
+//! The kernel's stores then carry no mark at all (`WV_DIRTY_BY_MMU` in the prelude).
+//!
+//! Before each reset the host scans every resetting VM's memory and puts the written pages into
+//! the dirty-page map the reset kernel restores from. Pages are protected once — a VM's memory
+//! right after its first instantiation, and pages a VM grew into after the reset that found
+//! them — and not again: a page a run wrote stays writable and is restored at every reset (its
+//! VM is likely to write it again; protecting it anew would cost a fault per page and batch,
+//! about 1.7 µs here, more than restoring it). A page never protected reads as written, so what
+//! the host has not protected yet is always restored.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::OnceLock;
+
+/// `struct uffdio_api`.
+#[repr(C)]
+struct UffdioApi {
+    api: u64,
+    features: u64,
+    ioctls: u64,
+}
+
+/// `struct uffdio_range`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct UffdioRange {
+    start: u64,
+    len: u64,
+}
+
+/// `struct uffdio_register`.
+#[repr(C)]
+struct UffdioRegister {
+    range: UffdioRange,
+    mode: u64,
+    ioctls: u64,
+}
+
+/// `struct uffdio_writeprotect`.
+#[repr(C)]
+struct UffdioWriteprotect {
+    range: UffdioRange,
+    mode: u64,
+}
+
+/// `struct page_region`: `[start, end)` with the categories asked for.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+/// `struct pm_scan_arg`.
+#[repr(C)]
+#[derive(Default)]
+struct PmScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+const UFFD_API: u64 = 0xAA;
+const UFFD_USER_MODE_ONLY: libc::c_int = 1;
+const UFFD_FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
+const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
+const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
+const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
+// _IOWR(0xAA, nr, size) and _IOWR('f', 16, struct pm_scan_arg).
+const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
+const UFFDIO_REGISTER: libc::c_ulong = 0xC020_AA00;
+const UFFDIO_WRITEPROTECT: libc::c_ulong = 0xC018_AA06;
+const PAGEMAP_SCAN: libc::c_ulong = 0xC060_6610;
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+/// Host page size the scan reports in (x86-64 Linux, the only host of guard regions).
+const HOST_PAGE: u64 = 4096;
+/// Regions one `PAGEMAP_SCAN` call may return; a longer answer takes more calls.
+const REGIONS_PER_SCAN: usize = 512;
+
+/// A fleet's write watch: its userfaultfd (the registration lives as long as it) and the
+/// pagemap file scans go through.
+pub(super) struct WriteWatch {
+    uffd: OwnedFd,
+    pagemap: File,
+    regions: Vec<PageRegion>,
+}
+
+/// Opens a userfaultfd with asynchronous write protection, in user mode only where this
+/// process may not handle kernel faults (then a kernel write to a protected page — a `read`
+/// into guest memory — is still resolved asynchronously).
+fn open_uffd() -> io::Result<OwnedFd> {
+    let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+    let mut last = io::Error::from(io::ErrorKind::Unsupported);
+    for extra in [0, UFFD_USER_MODE_ONLY] {
+        // SAFETY: userfaultfd takes flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags | extra) };
+        if fd >= 0 {
+            // SAFETY: `fd` was just opened and is owned by nothing else.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd as libc::c_int) };
+            let wanted = UFFD_FEATURE_WP_ASYNC | UFFD_FEATURE_WP_UNPOPULATED;
+            let mut api = UffdioApi {
+                api: UFFD_API,
+                features: wanted,
+                ioctls: 0,
+            };
+            // SAFETY: UFFDIO_API reads and writes a `struct uffdio_api`.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API, &mut api) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if api.features & wanted != wanted {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "no asynchronous write protection of unpopulated pages",
+                ));
+            }
+            return Ok(fd);
+        }
+        last = io::Error::last_os_error();
+    }
+    Err(last)
+}
+
+impl WriteWatch {
+    /// Whether this host can watch writes: the userfaultfd features and `PAGEMAP_SCAN`, tried
+    /// once per process on a page of its own.
+    pub(super) fn available() -> bool {
+        static AVAILABLE: OnceLock<bool> = OnceLock::new();
+        *AVAILABLE.get_or_init(|| Self::probe().is_ok())
+    }
+
+    fn probe() -> io::Result<()> {
+        let bytes = 2 * HOST_PAGE as usize;
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let page = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if page == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let result = (|| {
+            let mut watch = Self::new(page.cast(), bytes)?;
+            // SAFETY: the mapping is ours and registered.
+            unsafe { watch.protect(page.cast(), bytes as u64)? };
+            // SAFETY: as above; the write is inside the mapping.
+            unsafe { *page.cast::<u8>().add(HOST_PAGE as usize) = 1 };
+            let mut map = [0u8; 2];
+            // SAFETY: as above; `map` has a byte per page.
+            unsafe { watch.written(page.cast(), bytes as u64, map.as_mut_ptr())? };
+            match map {
+                [0, 1] => Ok(()),
+                _ => Err(io::Error::other("the scan did not find the written page")),
+            }
+        })();
+        // SAFETY: the mapping made above; the watch (and its registration) is gone.
+        unsafe { libc::munmap(page, bytes) };
+        result
+    }
+
+    /// Registers `[base, base + len)` (a whole reservation: registration is a property of the
+    /// mapping and costs nothing per page) for write protection.
+    pub(super) fn new(base: *mut u8, len: usize) -> io::Result<Self> {
+        let uffd = open_uffd()?;
+        let mut register = UffdioRegister {
+            range: UffdioRange {
+                start: base as u64,
+                len: len as u64,
+            },
+            mode: UFFDIO_REGISTER_MODE_WP,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_REGISTER reads and writes a `struct uffdio_register`.
+        if unsafe { libc::ioctl(uffd.as_raw_fd(), UFFDIO_REGISTER, &mut register) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(WriteWatch {
+            uffd,
+            pagemap: File::open("/proc/self/pagemap")?,
+            regions: vec![PageRegion::default(); REGIONS_PER_SCAN],
+        })
+    }
+
+    /// Write-protects `[start, start + len)`, populated or not: the next write to each page
+    /// makes it written.
+    ///
+    /// # Safety
+    /// The range lies in the registered reservation, page-aligned.
+    pub(super) unsafe fn protect(&self, start: *mut u8, len: u64) -> io::Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut wp = UffdioWriteprotect {
+            range: UffdioRange {
+                start: start as u64,
+                len,
+            },
+            mode: UFFDIO_WRITEPROTECT_MODE_WP,
+        };
+        // SAFETY: UFFDIO_WRITEPROTECT reads a `struct uffdio_writeprotect`; the range is the
+        // caller's.
+        match unsafe { libc::ioctl(self.uffd.as_raw_fd(), UFFDIO_WRITEPROTECT, &mut wp) } {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
+
+    /// Sets `map[p] = 1` for each page `p` of `[start, start + len)` written since it was
+    /// protected (or never protected); leaves the other bytes as they are.
+    ///
+    /// # Safety
+    /// The range is page-aligned and mapped; `map` has a byte per page of it.
+    pub(super) unsafe fn written(
+        &mut self,
+        start: *mut u8,
+        len: u64,
+        map: *mut u8,
+    ) -> io::Result<()> {
+        let (first, end) = (start as u64, start as u64 + len);
+        let mut at = first;
+        while at < end {
+            let mut arg = PmScanArg {
+                size: std::mem::size_of::<PmScanArg>() as u64,
+                start: at,
+                end,
+                vec: self.regions.as_mut_ptr() as u64,
+                vec_len: self.regions.len() as u64,
+                category_mask: PAGE_IS_WRITTEN,
+                return_mask: PAGE_IS_WRITTEN,
+                ..PmScanArg::default()
+            };
+            // SAFETY: PAGEMAP_SCAN reads the argument and writes at most `vec_len` regions
+            // into `self.regions`.
+            let n = unsafe { libc::ioctl(self.pagemap.as_raw_fd(), PAGEMAP_SCAN, &mut arg) };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            for r in &self.regions[..n as usize] {
+                let (lo, hi) = ((r.start - first) / HOST_PAGE, (r.end - first) / HOST_PAGE);
+                // SAFETY: the region lies in the scanned range, whose pages `map` covers.
+                unsafe { std::ptr::write_bytes(map.add(lo as usize), 1, (hi - lo) as usize) };
+            }
+            if arg.walk_end <= at {
+                return Err(io::Error::other("the page scan made no progress"));
+            }
+            at = arg.walk_end;
+        }
+        Ok(())
+    }
+}
+
+/// A fleet's write watch and how much of each VM's memory it protects (bytes from the VM's
+/// start; what lies beyond is unprotected and so always counts as written).
+pub(super) struct FleetWatch {
+    watch: WriteWatch,
+    protected: Vec<u64>,
+}
+
+impl FleetWatch {
+    /// Registers the memory buffer `[base, base + len)` of `num_vms` VMs; protects nothing yet
+    /// (a VM's memory is protected after its first reset, `protect_up_to`).
+    pub(super) fn new(base: *mut u8, len: usize, num_vms: u32) -> io::Result<Self> {
+        Ok(FleetWatch {
+            watch: WriteWatch::new(base, len)?,
+            protected: vec![0; num_vms as usize],
+        })
+    }
+
+    /// Sets in `map` (the dirty-page map of VM memory starting at `start`) the pages of its
+    /// first `len` bytes written since they were protected, or never protected.
+    ///
+    /// # Safety
+    /// `[start, start + len)` is page-aligned, accessible, in the registered buffer; `map`
+    /// has a byte per page of it.
+    pub(super) unsafe fn collect(
+        &mut self,
+        start: *mut u8,
+        len: u64,
+        map: *mut u8,
+    ) -> io::Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.watch.written(start, len, map) }
+    }
+
+    /// Protects VM `vm`'s memory (at `start`) up to `len` bytes from its start, where not yet
+    /// protected: after a reset that restored those pages.
+    ///
+    /// # Safety
+    /// `[start, start + len)` is page-aligned and lies in VM `vm`'s part of the registered
+    /// buffer.
+    pub(super) unsafe fn protect_up_to(
+        &mut self,
+        vm: u32,
+        start: *mut u8,
+        len: u64,
+    ) -> io::Result<()> {
+        let Some(done) = self.protected.get_mut(vm as usize) else {
+            return Ok(());
+        };
+        if len <= *done {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract; `*done < len`.
+        unsafe { self.watch.protect(start.add(*done as usize), len - *done)? };
+        *done = len;
+        Ok(())
+    }
+}
