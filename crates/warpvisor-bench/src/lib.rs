@@ -25,7 +25,7 @@ use warpvisor::codegen::CallMode;
 use warpvisor_workloads::{Workload, WORKLOADS};
 
 use crate::micro::MicroResults;
-use crate::platform::{KernelPlatform, PerPlatform};
+use crate::platform::{KernelPlatform, PerPlatform, Platform};
 use crate::report::{BenchmarkResult, Report, SettingsReport};
 use crate::settings::Settings;
 
@@ -111,10 +111,13 @@ fn settings_report(s: &Settings, kernels: &[KernelPlatform]) -> SettingsReport {
     let mut interleave = PerPlatform::default();
     let mut partition_ops = PerPlatform::default();
     let mut calls = PerPlatform::default();
+    let mut dirty_pages = PerPlatform::default();
     for k in kernels {
         interleave.set(k.platform, k.kernel.interleave);
         partition_ops.set(k.platform, k.kernel.partition_ops);
         calls.set(k.platform, k.kernel.calls.name());
+        let mmu = k.platform == Platform::Cpu && warpvisor::backend::cpu::watches_writes(&k.kernel);
+        dirty_pages.set(k.platform, if mmu { "mmu" } else { "marks" });
     }
     SettingsReport {
         quick: s.quick,
@@ -127,6 +130,7 @@ fn settings_report(s: &Settings, kernels: &[KernelPlatform]) -> SettingsReport {
         interleave,
         partition_ops,
         calls,
+        dirty_pages,
     }
 }
 

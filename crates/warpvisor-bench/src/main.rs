@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use warpvisor::codegen::{CallMode, MemoryChecks};
+use warpvisor::codegen::{CallMode, DirtyPages, MemoryChecks};
 use warpvisor_bench::platform::Platform;
 use warpvisor_bench::report::{chart, markdown};
 use warpvisor_bench::settings::Settings;
@@ -71,6 +71,10 @@ struct Args {
     /// and interleave 0) or `explicit`.
     #[arg(long, value_name = "MODE")]
     memory_checks: Option<String>,
+    /// How warpvisor-cpu's resets find the pages VMs wrote: `auto` (default: the MMU with
+    /// guard regions where Linux offers it, else marks) or `marks` (a mark at every store).
+    #[arg(long, value_name = "MODE")]
+    dirty_pages: Option<String>,
     /// Skip the memcopy, transfer and wasm2c microbenchmarks.
     #[arg(long, conflicts_with = "micro_only")]
     no_micro: bool,
@@ -181,6 +185,11 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
         s.memory_checks = Some(MemoryChecks::from_name(name).ok_or_else(|| {
             anyhow::anyhow!("--memory-checks must be `guard` or `explicit`, not `{name}`")
         })?);
+    }
+    if let Some(name) = &a.dirty_pages {
+        s.dirty_pages = DirtyPages::from_name(name).ok_or_else(|| {
+            anyhow::anyhow!("--dirty-pages must be `auto` or `marks`, not `{name}`")
+        })?;
     }
     s.micro = !a.no_micro;
     s.micro_only = a.micro_only;

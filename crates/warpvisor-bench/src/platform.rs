@@ -242,6 +242,7 @@ fn kernel_options(kind: BackendKind, gpu: bool, settings: &Settings) -> KernelOp
         } else {
             CallMode::Continuations
         },
+        dirty_pages: settings.dirty_pages,
         ..KernelOptions::default()
     };
     options.memory_checks = match settings.memory_checks {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use warpvisor::codegen::{CallMode, MemoryChecks};
+use warpvisor::codegen::{CallMode, DirtyPages, MemoryChecks};
 
 use crate::platform::Platform;
 
@@ -38,6 +38,8 @@ pub struct Settings {
     /// How `warpvisor-cpu`'s kernels check memory accesses (default: guard regions where they
     /// apply, `MemoryChecks::default_for`).
     pub memory_checks: Option<MemoryChecks>,
+    /// How `warpvisor-cpu`'s resets find the pages VMs wrote.
+    pub dirty_pages: DirtyPages,
     /// Run the microbenchmarks.
     pub micro: bool,
     /// Run only the microbenchmarks (not the ten benchmarks).
@@ -71,6 +73,7 @@ impl Settings {
             partition_ops: None,
             cpu_calls: CallMode::Direct,
             memory_checks: None,
+            dirty_pages: DirtyPages::Auto,
             micro: true,
             micro_only: false,
             micro_vms: 64,

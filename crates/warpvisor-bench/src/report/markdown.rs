@@ -40,10 +40,11 @@ pub fn render(r: &Report) -> String {
     for p in [Platform::Cpu, Platform::OpenCl, Platform::Cuda] {
         if let (Some(i), Some(ops)) = (s.interleave.get(p), s.partition_ops.get(p)) {
             let calls = s.calls.get(p).copied().unwrap_or("continuations");
+            let dirty = s.dirty_pages.get(p).copied().unwrap_or("marks");
             let _ = writeln!(
                 out,
                 "- `{}` kernels: interleave {i}, partitions of {ops} operators (0: one kernel), \
-                 {calls} calls",
+                 {calls} calls, dirty pages by {dirty}",
                 p.key()
             );
         }

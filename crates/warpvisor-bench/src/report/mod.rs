@@ -75,6 +75,8 @@ pub struct SettingsReport {
     pub partition_ops: PerPlatform<u32>,
     /// How each warpvisor backend's kernels make calls (`direct`, `continuations`).
     pub calls: PerPlatform<&'static str>,
+    /// How each warpvisor backend's resets find written pages (`mmu`, `marks`).
+    pub dirty_pages: PerPlatform<&'static str>,
 }
 
 /// One benchmark on every platform.

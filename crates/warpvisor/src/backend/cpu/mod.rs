@@ -33,7 +33,7 @@ pub type LaunchFn = unsafe extern "C" fn(*mut HostLaunch, u32, u32, u32);
 /// Whether kernels built with `options` leave finding the pages VMs wrote to their fleet's
 /// write watch (`write_watch.rs`) instead of marking them at every store: guard regions, and a
 /// host that can watch writes.
-pub(crate) fn watches_writes(options: &KernelOptions) -> bool {
+pub fn watches_writes(options: &KernelOptions) -> bool {
     options.memory_checks == MemoryChecks::Guard
         && options.dirty_pages == DirtyPages::Auto
         && write_watch_available()
