@@ -528,6 +528,11 @@ fn absurd_flag_values_are_one_line_errors() {
         ("--timeout", "1e300", "at most 31536000 seconds"),
         ("--interleave", "3", "interleave must be 0, 4 or 8"),
         ("--opt-level", "4", "is not in 0..=3"),
+        (
+            "--dirty-pages",
+            "mmu",
+            "is not a dirty-page mode: use `auto` or `marks`",
+        ),
     ] {
         let out = warpvisor(&[
             "run",
