@@ -182,7 +182,8 @@ pub fn run(k: &KernelPlatform, quick: bool) -> Result<Vec<Wasm2cResult>, String>
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let cc = CCompiler::detect().map_err(|e| e.to_string())?;
     // The kernels' flags, less the one that makes a shared object.
-    let flags: Vec<String> = CCompiler::flags(&k.kernel)
+    let flags: Vec<String> = cc
+        .flags(&k.kernel)
         .into_iter()
         .filter(|f| f != "-shared")
         .collect();

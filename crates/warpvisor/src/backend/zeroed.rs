@@ -101,6 +101,16 @@ impl ZeroedBytes {
         })
     }
 
+    /// How many bytes (of a reservation too, which has no slice view).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are none (never: an empty buffer still holds a byte).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: ptr is valid for len bytes (or dangling with len 0).

@@ -695,7 +695,9 @@ WV_FN void wv_call_host(wv_fleet *f, uint32_t vm, uint32_t import, uint64_t *wor
 /* End of what restoring dirty page `p` covers: the page and the 7 bytes a store starting in
  * it may write beyond it, within the `clear` bytes the VM may have written. */
 WV_FN uint64_t wv_dirty_end(uint64_t p, uint64_t clear) {
-  uint64_t end = ((p + 1) << WV_DIRTY_SHIFT) + 7;
+  /* By the MMU a store across two pages writes (and so dirties) both: no spill to cover, and
+   * restoring into the next page would make a protected page written at every reset. */
+  uint64_t end = ((p + 1) << WV_DIRTY_SHIFT) + (WV_DIRTY_BY_MMU ? 0 : 7);
   return end < clear ? end : clear;
 }
 /* Copies the parts of a data segment (`n` bytes from `src` at `off`) that dirty pages cover:
@@ -704,8 +706,8 @@ WV_FN void wv_restore_segment(WV_GLOBAL uint8_t *mbase, WV_GLOBAL const uint8_t 
                               uint64_t off, WV_GLOBAL const uint8_t *src, uint64_t n) {
   if (n == 0) return;
   uint64_t first = off >> WV_DIRTY_SHIFT, last = (off + n - 1) >> WV_DIRTY_SHIFT;
-  /* The page before may have spilled into the segment's first bytes. */
-  for (uint64_t p = first > 0 ? first - 1 : 0; p <= last; p++) {
+  /* The page before may have spilled into the segment's first bytes (marks only). */
+  for (uint64_t p = first > 0 && !WV_DIRTY_BY_MMU ? first - 1 : first; p <= last; p++) {
     if (!db[p]) continue;
     uint64_t lo = p << WV_DIRTY_SHIFT, hi = wv_dirty_end(p, clear);
     if (lo < off) lo = off;

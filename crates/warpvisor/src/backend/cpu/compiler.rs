@@ -27,6 +27,9 @@ const FLAGS: &[&str] = &[
     "-w",
 ];
 
+/// GCC's scheduling before register allocation, aware of register pressure.
+const SCHEDULE_FIRST: &[&str] = &["-fschedule-insns", "-fsched-pressure"];
+
 /// The system C compiler.
 pub struct CCompiler {
     path: String,
@@ -66,20 +69,29 @@ impl CCompiler {
         &self.identity
     }
 
+    /// Whether it is clang (which takes GCC's flags but a few).
+    fn is_clang(&self) -> bool {
+        self.identity.contains("clang")
+    }
+
     /// The flags a kernel built with `options` is compiled with (a shared object: `-shared
     /// -fPIC` among them). Other C that must be compared with kernels fairly (wasm2c's, in the
     /// benchmarks) uses the same.
-    pub fn flags(options: &KernelOptions) -> Vec<String> {
+    pub fn flags(&self, options: &KernelOptions) -> Vec<String> {
         let mut f: Vec<String> = FLAGS.iter().map(|s| s.to_string()).collect();
         f.push(format!("-O{}", options.opt_level.min(3)));
-        if options.opt_level > 0 {
-            // Scheduling before register allocation, aware of register pressure: translated
-            // WebAssembly keeps many values live (unrolled hashes, image loops), and GCC's
-            // x86 default of scheduling only after allocation leaves spills in their way.
-            // Execution 4-15% shorter on eight of the ten benchmarks, none slower beyond
-            // noise; builds about 7% longer (docs/benchmarks.md).
-            f.push("-fschedule-insns".into());
-            f.push("-fsched-pressure".into());
+        if options.opt_level > 0 && !self.is_clang() {
+            // Scheduling before register allocation, aware of register pressure (GCC only:
+            // clang refuses the flags): translated WebAssembly keeps many values live
+            // (unrolled hashes, image loops), and GCC's x86 default of scheduling only after
+            // allocation leaves spills in their way. Execution 2-16% shorter on eight of the
+            // ten benchmarks, none slower beyond noise; builds about 7% longer
+            // (docs/benchmarks.md).
+            f.extend(SCHEDULE_FIRST.iter().map(|s| s.to_string()));
+        }
+        if super::watches_writes(options) {
+            // Stores carry no dirty-page marks: the fleet's write watch finds the pages.
+            f.push("-DWV_DIRTY_BY_MMU=1".into());
         }
         if let Some(level) = host_isa_level() {
             f.push(format!("-march={level}"));
@@ -93,10 +105,6 @@ impl CCompiler {
                 // The native stack's floor is a guard of 64 KiB (cpu/stack.rs): no frame may
                 // step over it without touching it.
                 f.push("-fstack-clash-protection".into());
-            }
-            if super::watches_writes(options) {
-                // Stores carry no dirty-page marks: the fleet's write watch finds the pages.
-                f.push("-DWV_DIRTY_BY_MMU=1".into());
             }
         }
         f
@@ -121,7 +129,7 @@ impl CCompiler {
         let dir = cache_dir();
         std::fs::create_dir_all(&dir)
             .map_err(io(format!("creating kernel cache {}", dir.display())))?;
-        let flags = Self::flags(options);
+        let flags = self.flags(options);
         let key = self.key(code, &flags);
         let object = dir.join(format!("{key}.so"));
         let manifest = dir.join(format!("{key}.json"));
@@ -174,9 +182,14 @@ impl CCompiler {
         };
         let mut out = run(&[])?;
         // GCC 12's value-range propagation crashes on some generated functions (seen on
-        // random modules); the same code without that pass compiles.
+        // random modules); the same code without that pass (and without scheduling first,
+        // the other pass these kernels add) compiles.
         if String::from_utf8_lossy(&out.stderr).contains("internal compiler error") {
-            out = run(&["-fno-tree-vrp"])?;
+            out = run(&[
+                "-fno-tree-vrp",
+                "-fno-schedule-insns",
+                "-fno-sched-pressure",
+            ])?;
         }
         let _ = std::fs::remove_file(&c_file);
         if !out.status.success() {

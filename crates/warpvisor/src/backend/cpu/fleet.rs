@@ -3,7 +3,8 @@
 //! values and these buffers, counted like any backend's.
 //!
 //! With contiguous memories (interleave 0) its dirty-page map (`FleetBuffer::Dirty`, one byte
-//! per 4 KiB of the memory buffer) is set by the kernel's stores and by every host write, and
+//! per 4 KiB of the memory buffer) is set by the kernel's stores and by every host write — or,
+//! with a write watch (`write_watch.rs`), from the MMU's record before each reset — and
 //! cleared by the reset entry, which restores only the marked pages.
 
 use std::any::Any;
@@ -24,7 +25,7 @@ pub struct CpuFleet {
     traffic: Traffic,
     /// With a kernel whose stores do not mark (`watches_writes`): the MMU's record of what
     /// the VMs wrote.
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     watch: Option<super::write_watch::FleetWatch>,
 }
 
@@ -69,7 +70,7 @@ impl CpuFleet {
             shape: *shape,
             buffers,
             traffic: Traffic::default(),
-            #[cfg(target_os = "linux")]
+            #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
             watch: None,
         };
         if watch_writes {
@@ -211,23 +212,25 @@ impl CpuFleet {
     fn start_watching(&mut self) -> Result<(), BackendError> {
         let refused = |why: String| {
             BackendError::Launch(format!(
-                "cannot watch the fleet's memory for writes ({why}); build the kernel with \
-                 DirtyPages::Marks"
+                "cannot watch the fleet's memory for writes ({why}); run with --dirty-pages \
+                 marks (DirtyPages::Marks)"
             ))
         };
-        if !self.shape.layout.guard_regions {
-            return Err(refused("its memories are not guarded".into()));
+        if !self.shape.layout.guard_regions || self.shape.layout.interleave != 0 {
+            return Err(refused(
+                "its memories are not guarded and contiguous".into(),
+            ));
         }
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         {
             let mem = &mut self.buffers[Self::slot(FleetBuffer::Mem)];
-            let (base, len) = (mem.as_mut_ptr(), mem.as_slice().len());
+            let (base, len) = (mem.as_mut_ptr(), mem.len());
             let watch = super::write_watch::FleetWatch::new(base, len, self.shape.layout.num_vms)
                 .map_err(|e| refused(e.to_string()))?;
             self.watch = Some(watch);
             Ok(())
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
         Err(refused("it needs Linux".into()))
     }
 
@@ -235,7 +238,7 @@ impl CpuFleet {
     /// the dirty-page map, which the reset kernel restores and clears. Returns the VMs being
     /// reset (empty without a watch).
     pub(super) fn collect_written_pages(&mut self) -> Result<Vec<u32>, BackendError> {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         if self.watch.is_some() {
             let resetting: Vec<u32> = (0..self.shape.layout.num_vms)
                 .filter(|&vm| self.control(vm).status == status::RESET)
@@ -280,7 +283,7 @@ impl CpuFleet {
         resetting: &[u32],
         before: &[u32],
     ) -> Result<(), BackendError> {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         {
             let stride = self.shape.layout.mem_stride();
             let max = self.shape.layout.max_pages;

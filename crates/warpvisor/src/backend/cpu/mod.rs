@@ -7,7 +7,7 @@ mod fleet;
 mod guard;
 mod pool;
 mod stack;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod write_watch;
 
 use std::sync::{Arc, Mutex};
@@ -42,9 +42,9 @@ pub fn watches_writes(options: &KernelOptions) -> bool {
 /// Whether this host lets a fleet watch its memory for writes (Linux 6.7 or later with
 /// asynchronous userfaultfd write protection and `PAGEMAP_SCAN`, allowed to this process).
 pub fn write_watch_available() -> bool {
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
     return write_watch::WriteWatch::available();
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
     return false;
 }
 

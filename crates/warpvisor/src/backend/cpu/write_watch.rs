@@ -7,11 +7,14 @@
 //!
 //! Before each reset the host scans every resetting VM's memory and puts the written pages into
 //! the dirty-page map the reset kernel restores from. Pages are protected once — a VM's memory
-//! right after its first instantiation, and pages a VM grew into after the reset that found
-//! them — and not again: a page a run wrote stays writable and is restored at every reset (its
-//! VM is likely to write it again; protecting it anew would cost a fault per page and batch,
-//! about 1.7 µs here, more than restoring it). A page never protected reads as written, so what
-//! the host has not protected yet is always restored.
+//! at its first reset after instantiation, and pages a VM grew into at the reset after — and
+//! not again: a page a run wrote stays writable and is restored at every reset (its VM is
+//! likely to write it again; protecting it anew would cost a fault per page and batch, about
+//! 1.7 µs here, more than restoring it). A populated page never protected reads as written
+//! (unless it is the shared zero page, which no one wrote), so what the host has not protected
+//! yet is restored; an unpopulated page reads as not written and holds zeros. That holds
+//! because nothing discards guest pages: taking pages away at a reset is `mprotect`
+//! (`guard::close`), which keeps their contents and their protection, never `madvise`.
 
 use std::fs::File;
 use std::io;
@@ -76,20 +79,36 @@ struct PmScanArg {
     return_mask: u64,
 }
 
+/// `_IOWR(ty, nr, size)` of Linux's generic ioctl encoding.
+const fn iowr(ty: u8, nr: u8, size: usize) -> libc::Ioctl {
+    ((3u32 << 30) | ((size as u32) << 16) | ((ty as u32) << 8) | nr as u32) as libc::Ioctl
+}
+
 const UFFD_API: u64 = 0xAA;
 const UFFD_USER_MODE_ONLY: libc::c_int = 1;
 const UFFD_FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
 const UFFD_FEATURE_WP_ASYNC: u64 = 1 << 15;
 const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
 const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1 << 0;
-// _IOWR(0xAA, nr, size) and _IOWR('f', 16, struct pm_scan_arg).
-const UFFDIO_API: libc::c_ulong = 0xC018_AA3F;
-const UFFDIO_REGISTER: libc::c_ulong = 0xC020_AA00;
-const UFFDIO_WRITEPROTECT: libc::c_ulong = 0xC018_AA06;
-const PAGEMAP_SCAN: libc::c_ulong = 0xC060_6610;
+const UFFDIO_API: libc::Ioctl = iowr(0xAA, 0x3F, std::mem::size_of::<UffdioApi>());
+const UFFDIO_REGISTER: libc::Ioctl = iowr(0xAA, 0x00, std::mem::size_of::<UffdioRegister>());
+const UFFDIO_WRITEPROTECT: libc::Ioctl =
+    iowr(0xAA, 0x06, std::mem::size_of::<UffdioWriteprotect>());
+const PAGEMAP_SCAN: libc::Ioctl = iowr(b'f', 16, std::mem::size_of::<PmScanArg>());
 const PAGE_IS_WRITTEN: u64 = 1 << 1;
-/// Host page size the scan reports in (x86-64 Linux, the only host of guard regions).
+const PAGE_IS_PFNZERO: u64 = 1 << 5;
+/// Host page size the scan reports in (x86-64 Linux, the only host of guard regions); the
+/// dirty-page map has a byte per such page.
 const HOST_PAGE: u64 = 4096;
+
+// The kernel's sizes of these structures (its UAPI), and the encoded numbers they give.
+const _: () = assert!(std::mem::size_of::<UffdioApi>() == 24);
+const _: () = assert!(std::mem::size_of::<UffdioRegister>() == 32);
+const _: () = assert!(std::mem::size_of::<UffdioWriteprotect>() == 24);
+const _: () = assert!(std::mem::size_of::<PmScanArg>() == 96);
+const _: () = assert!(std::mem::size_of::<PageRegion>() == 24);
+const _: () = assert!(PAGEMAP_SCAN as u32 == 0xC060_6610 && UFFDIO_API as u32 == 0xC018_AA3F);
+const _: () = assert!(1u64 << crate::abi::DIRTY_PAGE_SHIFT == HOST_PAGE);
 /// Regions one `PAGEMAP_SCAN` call may return; a longer answer takes more calls.
 const REGIONS_PER_SCAN: usize = 512;
 
@@ -246,7 +265,9 @@ impl WriteWatch {
                 end,
                 vec: self.regions.as_mut_ptr() as u64,
                 vec_len: self.regions.len() as u64,
-                category_mask: PAGE_IS_WRITTEN,
+                // Written and not the shared zero page (a never-protected page only read).
+                category_mask: PAGE_IS_WRITTEN | PAGE_IS_PFNZERO,
+                category_inverted: PAGE_IS_PFNZERO,
                 return_mask: PAGE_IS_WRITTEN,
                 ..PmScanArg::default()
             };
@@ -256,7 +277,15 @@ impl WriteWatch {
             if n < 0 {
                 return Err(io::Error::last_os_error());
             }
-            for r in &self.regions[..n as usize] {
+            let found = self.regions.get(..n as usize).ok_or_else(|| {
+                io::Error::other("the page scan returned more regions than asked for")
+            })?;
+            for r in found {
+                if r.start < first || r.end > end || r.start > r.end {
+                    return Err(io::Error::other(
+                        "the page scan returned a region outside the range",
+                    ));
+                }
                 let (lo, hi) = ((r.start - first) / HOST_PAGE, (r.end - first) / HOST_PAGE);
                 // SAFETY: the region lies in the scanned range, whose pages `map` covers.
                 unsafe { std::ptr::write_bytes(map.add(lo as usize), 1, (hi - lo) as usize) };
@@ -279,7 +308,7 @@ pub(super) struct FleetWatch {
 
 impl FleetWatch {
     /// Registers the memory buffer `[base, base + len)` of `num_vms` VMs; protects nothing yet
-    /// (a VM's memory is protected after its first reset, `protect_up_to`).
+    /// (a VM's memory is protected at its first reset after instantiation, `protect_up_to`).
     pub(super) fn new(base: *mut u8, len: usize, num_vms: u32) -> io::Result<Self> {
         Ok(FleetWatch {
             watch: WriteWatch::new(base, len)?,
@@ -325,5 +354,100 @@ impl FleetWatch {
         unsafe { self.watch.protect(start.add(*done as usize), len - *done)? };
         *done = len;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An anonymous mapping of `pages` host pages, unmapped on drop.
+    struct Mapping(*mut u8, usize);
+
+    impl Mapping {
+        fn new(pages: usize) -> Self {
+            let len = pages * HOST_PAGE as usize;
+            // SAFETY: a fresh private anonymous mapping.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            Mapping(p.cast(), len)
+        }
+        fn page(&self, p: usize) -> *mut u8 {
+            // SAFETY: callers stay inside the mapping.
+            unsafe { self.0.add(p * HOST_PAGE as usize) }
+        }
+    }
+
+    impl Drop for Mapping {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made in `new`.
+            unsafe { libc::munmap(self.0.cast(), self.1) };
+        }
+    }
+
+    fn scan(watch: &mut WriteWatch, m: &Mapping, pages: usize) -> Vec<u8> {
+        let mut map = vec![0u8; pages];
+        // SAFETY: the mapping is registered and has `pages` pages.
+        unsafe { watch.written(m.0, (pages as u64) * HOST_PAGE, map.as_mut_ptr()) }.expect("scan");
+        map
+    }
+
+    /// Protected pages read as written only once written (by a store, by the kernel on a
+    /// `read` into them), stay written (no one protects them again here), pages only read stay
+    /// clean, and an answer longer than the scan's buffer takes more calls.
+    #[test]
+    fn written_pages_and_only_those_are_found() {
+        if !WriteWatch::available() {
+            eprintln!("no asynchronous userfaultfd write protection on this host: skipped");
+            return;
+        }
+        const PAGES: usize = 64;
+        let m = Mapping::new(PAGES);
+        let mut watch = WriteWatch::new(m.0, m.1).expect("register");
+        // Populated before protection: page 0 holds data, the rest were never touched.
+        // SAFETY: inside the mapping.
+        unsafe { *m.page(0) = 7 };
+        assert_eq!(
+            scan(&mut watch, &m, PAGES)[0],
+            1,
+            "unprotected and populated: written"
+        );
+        // SAFETY: the mapping is registered.
+        unsafe { watch.protect(m.0, m.1 as u64) }.expect("protect");
+        assert_eq!(scan(&mut watch, &m, PAGES), vec![0; PAGES]);
+        // Every other page written (more regions than a call returns, below), page 1 read.
+        for p in (2..PAGES).step_by(2) {
+            // SAFETY: inside the mapping.
+            unsafe { *m.page(p).add(100) = 1 };
+        }
+        // SAFETY: inside the mapping.
+        let read = unsafe { std::ptr::read_volatile(m.page(1)) };
+        assert_eq!(read, 0);
+        // A write by the kernel into page 3.
+        let mut fds = [0; 2];
+        // SAFETY: a pipe; one byte through it into page 3.
+        unsafe {
+            assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+            assert_eq!(libc::write(fds[1], b"x".as_ptr().cast(), 1), 1);
+            assert_eq!(libc::read(fds[0], m.page(3).cast(), 1), 1);
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        watch.regions.truncate(3);
+        let expected: Vec<u8> = (0..PAGES)
+            .map(|p| u8::from(p == 3 || (p >= 2 && p % 2 == 0)))
+            .collect();
+        assert_eq!(scan(&mut watch, &m, PAGES), expected);
+        // Written pages stay written: the scan does not protect them again.
+        assert_eq!(scan(&mut watch, &m, PAGES), expected);
     }
 }
