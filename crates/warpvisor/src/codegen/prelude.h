@@ -707,7 +707,12 @@ WV_FN void wv_restore_segment(WV_GLOBAL uint8_t *mbase, WV_GLOBAL const uint8_t 
   if (n == 0) return;
   uint64_t first = off >> WV_DIRTY_SHIFT, last = (off + n - 1) >> WV_DIRTY_SHIFT;
   /* The page before may have spilled into the segment's first bytes (marks only). */
-  for (uint64_t p = first > 0 && !WV_DIRTY_BY_MMU ? first - 1 : first; p <= last; p++) {
+#if WV_DIRTY_BY_MMU
+  const uint64_t from = first;
+#else
+  const uint64_t from = first > 0 ? first - 1 : 0;
+#endif
+  for (uint64_t p = from; p <= last; p++) {
     if (!db[p]) continue;
     uint64_t lo = p << WV_DIRTY_SHIFT, hi = wv_dirty_end(p, clear);
     if (lo < off) lo = off;
