@@ -234,28 +234,31 @@ impl CpuFleet {
         Err(refused("it needs Linux".into()))
     }
 
-    /// Before a reset launch of a watched fleet: puts the pages each resetting VM wrote into
-    /// the dirty-page map, which the reset kernel restores and clears. Returns the VMs being
-    /// reset (empty without a watch).
-    pub(super) fn collect_written_pages(&mut self) -> Result<Vec<u32>, BackendError> {
+    /// Before a reset launch of a watched fleet: puts the pages each resetting VM wrote below
+    /// its size `before` the reset ([`CpuFleet::guarded_sizes`]) into the dirty-page map,
+    /// which the reset kernel restores and clears. Returns the VMs being reset (none without a
+    /// watch).
+    pub(super) fn collect_written_pages(
+        &mut self,
+        before: &[u32],
+    ) -> Result<Vec<u32>, BackendError> {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         if self.watch.is_some() {
             let resetting: Vec<u32> = (0..self.shape.layout.num_vms)
                 .filter(|&vm| self.control(vm).status == status::RESET)
                 .collect();
-            let stride = self.shape.layout.mem_stride();
-            let max = self.shape.layout.max_pages;
-            let base = self.buffers[Self::slot(FleetBuffer::Mem)].as_mut_ptr();
+            let (stride, max) = (self.shape.layout.mem_stride(), self.shape.layout.max_pages);
             let map = self.dirty_map();
+            let base = self.buffers[Self::slot(FleetBuffer::Mem)].as_mut_ptr();
+            let Some(watch) = self.watch.as_mut() else {
+                return Ok(Vec::new());
+            };
             for &vm in &resetting {
-                let len = self.control(vm).mem_pages.min(max) as u64 * PAGE;
+                let len = before.get(vm as usize).map_or(0, |&p| p.min(max)) as u64 * PAGE;
                 let start = vm as u64 * stride;
-                let watch = self.watch.as_mut().ok_or_else(|| {
-                    BackendError::Launch("the fleet's write watch went away".into())
-                })?;
                 // SAFETY: the VM's first `len` bytes are its open memory (the kernel opened
-                // its current size, at most its maximum), inside the registered buffer; the map
-                // has a byte per page of the buffer.
+                // its size, at most its maximum), inside the registered buffer; the map has a
+                // byte per page of the buffer.
                 unsafe {
                     watch.collect(
                         base.add(start as usize),
@@ -269,6 +272,7 @@ impl CpuFleet {
             }
             return Ok(resetting);
         }
+        let _ = before;
         Ok(Vec::new())
     }
 
@@ -285,18 +289,19 @@ impl CpuFleet {
     ) -> Result<(), BackendError> {
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
         {
-            let stride = self.shape.layout.mem_stride();
-            let max = self.shape.layout.max_pages;
+            let (stride, max) = (self.shape.layout.mem_stride(), self.shape.layout.max_pages);
+            let to_protect: Vec<(u32, u32)> = resetting
+                .iter()
+                .filter_map(|&vm| {
+                    let was = before.get(vm as usize).copied().unwrap_or(0);
+                    (was > 0).then(|| (vm, self.control(vm).mem_pages.max(was).min(max)))
+                })
+                .collect();
             let base = self.buffers[Self::slot(FleetBuffer::Mem)].as_mut_ptr();
-            for &vm in resetting {
-                let was = before.get(vm as usize).copied().unwrap_or(0);
-                if was == 0 {
-                    continue;
-                }
-                let pages = self.control(vm).mem_pages.max(was).min(max);
-                let Some(watch) = self.watch.as_mut() else {
-                    break;
-                };
+            let Some(watch) = self.watch.as_mut() else {
+                return Ok(());
+            };
+            for (vm, pages) in to_protect {
                 // SAFETY: the VM's first `pages` pages lie in its reservation, in the
                 // registered buffer.
                 unsafe {

@@ -286,7 +286,10 @@ impl Kernel for CpuKernel {
         // The host's share of a reset (finding written pages, taking pages away, protecting
         // new ones) counts as the reset's execution.
         let start = Instant::now();
-        let resetting = fleet.collect_written_pages()?;
+        let resetting = match &before {
+            Some(before) => fleet.collect_written_pages(before)?,
+            None => Vec::new(),
+        };
         let collected = start.elapsed();
         let mut times = self.run(self.reset, fleet, HostServices::default(), 0, None)?;
         let host = Instant::now();

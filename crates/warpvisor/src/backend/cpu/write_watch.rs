@@ -164,38 +164,19 @@ impl WriteWatch {
     }
 
     fn probe() -> io::Result<()> {
-        let bytes = 2 * HOST_PAGE as usize;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let page = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if page == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let result = (|| {
-            let mut watch = Self::new(page.cast(), bytes)?;
-            // SAFETY: the mapping is ours and registered.
-            unsafe { watch.protect(page.cast(), bytes as u64)? };
-            // SAFETY: as above; the write is inside the mapping.
-            unsafe { *page.cast::<u8>().add(HOST_PAGE as usize) = 1 };
+        let pages = Mapping::new(2)?;
+        let mut watch = Self::new(pages.page(0), pages.len())?;
+        // SAFETY: the mapping is ours and registered; the write and the map stay inside it.
+        unsafe {
+            watch.protect(pages.page(0), pages.len() as u64)?;
+            *pages.page(1) = 1;
             let mut map = [0u8; 2];
-            // SAFETY: as above; `map` has a byte per page.
-            unsafe { watch.written(page.cast(), bytes as u64, map.as_mut_ptr())? };
+            watch.written(pages.page(0), pages.len() as u64, map.as_mut_ptr())?;
             match map {
                 [0, 1] => Ok(()),
                 _ => Err(io::Error::other("the scan did not find the written page")),
             }
-        })();
-        // SAFETY: the mapping made above; the watch (and its registration) is gone.
-        unsafe { libc::munmap(page, bytes) };
-        result
+        }
     }
 
     /// Registers `[base, base + len)` (a whole reservation: registration is a property of the
@@ -357,42 +338,50 @@ impl FleetWatch {
     }
 }
 
+/// An anonymous read-write mapping of whole host pages, unmapped on drop (the probe's and the
+/// tests' memory).
+struct Mapping(*mut u8, usize);
+
+impl Mapping {
+    fn new(pages: usize) -> io::Result<Self> {
+        let len = pages * HOST_PAGE as usize;
+        // SAFETY: a fresh private anonymous mapping, checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        match p {
+            libc::MAP_FAILED => Err(io::Error::last_os_error()),
+            p => Ok(Mapping(p.cast(), len)),
+        }
+    }
+
+    /// Host page `p`'s address (callers stay inside the mapping).
+    fn page(&self, p: usize) -> *mut u8 {
+        self.0.wrapping_add(p * HOST_PAGE as usize)
+    }
+
+    fn len(&self) -> usize {
+        self.1
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer used.
+        unsafe { libc::munmap(self.0.cast(), self.1) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// An anonymous mapping of `pages` host pages, unmapped on drop.
-    struct Mapping(*mut u8, usize);
-
-    impl Mapping {
-        fn new(pages: usize) -> Self {
-            let len = pages * HOST_PAGE as usize;
-            // SAFETY: a fresh private anonymous mapping.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            assert_ne!(p, libc::MAP_FAILED);
-            Mapping(p.cast(), len)
-        }
-        fn page(&self, p: usize) -> *mut u8 {
-            // SAFETY: callers stay inside the mapping.
-            unsafe { self.0.add(p * HOST_PAGE as usize) }
-        }
-    }
-
-    impl Drop for Mapping {
-        fn drop(&mut self) {
-            // SAFETY: the mapping made in `new`.
-            unsafe { libc::munmap(self.0.cast(), self.1) };
-        }
-    }
 
     fn scan(watch: &mut WriteWatch, m: &Mapping, pages: usize) -> Vec<u8> {
         let mut map = vec![0u8; pages];
@@ -411,7 +400,7 @@ mod tests {
             return;
         }
         const PAGES: usize = 64;
-        let m = Mapping::new(PAGES);
+        let m = Mapping::new(PAGES).expect("mapping");
         let mut watch = WriteWatch::new(m.0, m.1).expect("register");
         // Populated before protection: page 0 holds data, the rest were never touched.
         // SAFETY: inside the mapping.
