@@ -22,8 +22,8 @@ WV_FN uint64_t wv_cell(const wv_fleet *f, uint32_t vm, uint64_t ea) {
 }
 
 /* `n` (1, 2, 4 or 8) little-endian bytes contiguous at `p`: a host reads them as one unaligned
- * word; OpenCL through vloadn; CUDA as one word where aligned (GPUs fault on misaligned words),
- * else bytewise. */
+ * word; OpenCL as one word of alignment 1 (clang) or through vloadn; CUDA as one word where
+ * aligned (GPUs fault on misaligned words), else bytewise. */
 #if !WV_HOST
 /* Guest memory is read and written in words of every width over the same bytes, so its word
  * types must alias each other: C's aliasing rules would let a device compiler's type-based
@@ -35,11 +35,30 @@ typedef uint16_t __attribute__((may_alias)) wv_word16;
 #if WV_HOST
 WV_FN uint64_t wv_bytes_get(const uint8_t *p, uint32_t n) { uint64_t v = 0; __builtin_memcpy(&v, p, n); return v; }
 WV_FN void wv_bytes_put(uint8_t *p, uint32_t n, uint64_t v) { __builtin_memcpy(p, &v, n); }
+#elif WV_VLOAD_BYTES && defined(__clang__)
+/* OpenCL under clang (PoCL and most device compilers): words through types of alignment 1,
+ * which clang accesses as one unaligned word where the device allows it (a CPU) and splits
+ * where it does not. Not vstoren: PoCL's stores each byte, and LLVM vectorised those byte
+ * stores into shifts and byte packs (perf annotate of PHash-Modified's kernel). Little-endian
+ * devices only (the dialect checks), so the bytes' order is the word's. */
+typedef uint64_t __attribute__((may_alias, aligned(1))) wv_unaligned64;
+typedef uint32_t __attribute__((may_alias, aligned(1))) wv_unaligned32;
+typedef uint16_t __attribute__((may_alias, aligned(1))) wv_unaligned16;
+WV_FN uint64_t wv_bytes_get(WV_GLOBAL const uint8_t *p, uint32_t n) {
+  if (n == 8) return *(WV_GLOBAL const wv_unaligned64 *)p;
+  if (n == 4) return *(WV_GLOBAL const wv_unaligned32 *)p;
+  if (n == 2) return *(WV_GLOBAL const wv_unaligned16 *)p;
+  return *p;
+}
+WV_FN void wv_bytes_put(WV_GLOBAL uint8_t *p, uint32_t n, uint64_t v) {
+  if (n == 8) { *(WV_GLOBAL wv_unaligned64 *)p = v; return; }
+  if (n == 4) { *(WV_GLOBAL wv_unaligned32 *)p = (uint32_t)v; return; }
+  if (n == 2) { *(WV_GLOBAL wv_unaligned16 *)p = (uint16_t)v; return; }
+  *p = (uint8_t)v;
+}
 #elif WV_VLOAD_BYTES
-/* OpenCL: vloadn of uchar is defined at any address, so the device compiler picks the access
- * (one unaligned word where the device allows it, as PoCL on a CPU does) instead of a branch on
- * the alignment and a byte loop that LLVM vectorised into shifts. Little-endian devices only
- * (the dialect checks), so the bytes' order is the word's. */
+/* OpenCL elsewhere: vloadn of uchar is defined at any address, so the device compiler picks
+ * the access. */
 WV_FN uint64_t wv_bytes_get(WV_GLOBAL const uint8_t *p, uint32_t n) {
   if (n == 8) return as_ulong(vload8(0, p));
   if (n == 4) return as_uint(vload4(0, p));
@@ -430,10 +449,10 @@ WV_FN uint32_t wv_memory_copy(const wv_fleet *f, uint32_t vm, uint32_t d, uint32
   WV_GLOBAL const uint8_t *sp = dp - d + s;
   uint32_t i;
   if (d <= s) {
-    for (i = 0; i + 8 <= n; i += 8) vstore8(vload8(0, sp + i), 0, dp + i);
+    for (i = 0; i + 8 <= n; i += 8) wv_bytes_put(dp + i, 8, wv_bytes_get(sp + i, 8));
     for (; i < n; i++) dp[i] = sp[i];
   } else {
-    for (i = n; i >= 8; i -= 8) vstore8(vload8(0, sp + i - 8), 0, dp + i - 8);
+    for (i = n; i >= 8; i -= 8) wv_bytes_put(dp + i - 8, 8, wv_bytes_get(sp + i - 8, 8));
     for (; i > 0; i--) dp[i - 1] = sp[i - 1];
   }
 #else
