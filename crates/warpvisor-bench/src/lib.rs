@@ -25,7 +25,7 @@ use warpvisor::codegen::CallMode;
 use warpvisor_workloads::{Workload, WORKLOADS};
 
 use crate::micro::MicroResults;
-use crate::platform::{KernelPlatform, PerPlatform, Platform};
+use crate::platform::{KernelPlatform, PerPlatform};
 use crate::report::{BenchmarkResult, Report, SettingsReport};
 use crate::settings::Settings;
 
@@ -116,7 +116,7 @@ fn settings_report(s: &Settings, kernels: &[KernelPlatform]) -> SettingsReport {
         interleave.set(k.platform, k.kernel.interleave);
         partition_ops.set(k.platform, k.kernel.partition_ops);
         calls.set(k.platform, k.kernel.calls.name());
-        let mmu = k.platform == Platform::Cpu && warpvisor::backend::cpu::watches_writes(&k.kernel);
+        let mmu = k.backend.watches_writes(&k.kernel);
         dirty_pages.set(k.platform, if mmu { "mmu" } else { "marks" });
     }
     SettingsReport {

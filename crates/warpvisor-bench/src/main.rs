@@ -71,8 +71,9 @@ struct Args {
     /// and interleave 0) or `explicit`.
     #[arg(long, value_name = "MODE")]
     memory_checks: Option<String>,
-    /// How warpvisor-cpu's resets find the pages VMs wrote: `auto` (default: the MMU with
-    /// guard regions where Linux offers it, else marks) or `marks` (a mark at every store).
+    /// How warpvisor-cpu's and warpvisor-opencl's resets find the pages VMs wrote: `auto`
+    /// (default: the MMU where Linux offers it, on cpu with guard regions and on OpenCL CPU
+    /// devices, else marks) or `marks` (a mark at every store).
     #[arg(long, value_name = "MODE")]
     dirty_pages: Option<String>,
     /// Skip the memcopy, transfer and wasm2c microbenchmarks.

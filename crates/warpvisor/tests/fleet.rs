@@ -432,7 +432,8 @@ fn a_reset_restores_every_byte_any_write_changed() {
         (i64.xor (local.get $h) (i64.extend_i32_u (memory.size)))))"#;
     // Guard regions (direct calls, interleave 0) open and close pages on reset and growth,
     // and by default find the written pages through the MMU where the host allows
-    // (`DirtyPages::Auto`); marks everywhere else.
+    // (`DirtyPages::Auto`), as OpenCL CPU devices (PoCL) at interleave 0 do; marks everywhere
+    // else.
     let (auto, marks) = (DirtyPages::Auto, DirtyPages::Marks);
     let mut modes = vec![
         ("cpu", CallMode::Direct, 0, MemoryChecks::Guard, auto),
@@ -459,6 +460,13 @@ fn a_reset_restores_every_byte_any_write_changed() {
             0,
             MemoryChecks::Explicit,
             auto,
+        ),
+        (
+            "opencl",
+            CallMode::Continuations,
+            0,
+            MemoryChecks::Explicit,
+            marks,
         ),
     ];
     if common::cuda_on_cpu_here() {

@@ -18,7 +18,20 @@ mod host_calls;
 pub mod opencl;
 pub mod select;
 pub mod wasmtime;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) mod write_watch;
 mod zeroed;
+
+/// Whether this host lets a fleet in host memory watch it for writes (Linux 6.7 or later with
+/// asynchronous userfaultfd write protection and `PAGEMAP_SCAN`, allowed to this process):
+/// then kernels of `cpu` with guard regions and of OpenCL CPU devices leave dirty pages to the
+/// MMU (`write_watch.rs`).
+pub fn write_watch_available() -> bool {
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    return write_watch::WriteWatch::available();
+    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    return false;
+}
 
 pub(crate) use fleet::dirty_marks;
 pub(crate) use fleet::{check_ranges, downcast, gather, scatter};
@@ -90,6 +103,13 @@ pub trait Backend: Send + Sync {
     /// buffer to another by the runtime (cpu: `memcpy` on every worker thread), the best of a
     /// few copies. Kernels' memory copies are measured against it.
     fn copy_bandwidth(&self, bytes: usize) -> Result<f64, BackendError>;
+
+    /// Whether kernels built with `options` leave finding the pages VMs write to their
+    /// fleets' write watch (the MMU, `write_watch.rs`) instead of marking them at every store.
+    fn watches_writes(&self, options: &KernelOptions) -> bool {
+        let _ = options;
+        false
+    }
 }
 
 /// `bytes / t` for the fastest of `reps` runs of `copy` (after one untimed run that faults

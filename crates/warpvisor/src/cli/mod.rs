@@ -161,8 +161,9 @@ pub struct FleetArgs {
     #[arg(long, value_name = "MODE", value_parser = parse_memory_checks)]
     pub memory_checks: Option<MemoryChecks>,
     /// How a reset learns the pages each VM wrote: `auto` (by the MMU where it can be asked —
-    /// cpu with guard regions on Linux 6.7 or later, asynchronous userfaultfd write protection
-    /// — so stores carry no marks; else marks) or `marks` (every store marks its page).
+    /// cpu with guard regions, or an OpenCL CPU device such as PoCL with continuations and
+    /// --interleave 0, on Linux 6.7 or later with asynchronous userfaultfd write protection —
+    /// so stores carry no marks; else marks) or `marks` (every store marks its page).
     #[arg(long, value_name = "MODE", value_parser = parse_dirty_pages, default_value = "auto")]
     pub dirty_pages: DirtyPages,
     /// Worker threads of the cpu and wasmtime backends, 1 to 1024 (default: one per core).

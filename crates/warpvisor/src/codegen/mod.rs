@@ -107,7 +107,8 @@ pub struct KernelOptions {
 )]
 #[serde(rename_all = "lowercase")]
 pub enum DirtyPages {
-    /// By the MMU where the backend can ask it (`cpu` with guard regions on Linux 6.7 or
+    /// By the MMU where the backend can ask it (`cpu` with guard regions, and OpenCL CPU
+    /// devices computing in host memory at interleave 0 with continuations, on Linux 6.7 or
     /// later: asynchronous userfaultfd write protection), so stores carry no marks; elsewhere
     /// by marks.
     #[default]

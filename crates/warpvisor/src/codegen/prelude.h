@@ -155,8 +155,9 @@ WV_FN void wv_write(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n, uin
 /* Dirty pages (interleave 0, every device): every write to guest memory marks its page in the
  * fleet's map (wv_fleet.dirty), so a reset restores only what a VM wrote instead of all the
  * memory it might have written (Rust guests reserve a 1 MiB shadow stack and touch a few pages
- * of it). The host marks what it writes (backend/fleet.rs). With WV_DIRTY_BY_MMU (cpu, guard
- * regions) the host fills the map from the MMU's record before each reset instead. */
+ * of it). The host marks what it writes (backend/fleet.rs). With WV_DIRTY_BY_MMU (cpu with guard
+ * regions, OpenCL CPU devices) the host fills the map from the MMU's record before each reset
+ * instead. */
 #ifndef WV_DIRTY_BY_MMU
 #define WV_DIRTY_BY_MMU 0
 #endif
@@ -178,8 +179,9 @@ WV_FN void wv_mark_dirty(WV_GLOBAL uint8_t *db, uint64_t ea, uint64_t n) {
 #define WV_DIRTY(ea) do { WV_GLOBAL uint8_t *d_ = &db[(ea) >> WV_DIRTY_SHIFT]; \
   if (__builtin_expect(!*d_, 0)) *d_ = 1; } while (0)
 #if WV_DIRTY_BY_MMU
-/* The host finds the written pages through the MMU instead (backend/cpu/write_watch.rs, a
- * compiler flag of cpu kernels with guard regions where Linux offers it): no store marks. */
+/* The host finds the written pages through the MMU instead (backend/write_watch.rs, a
+ * compiler flag of cpu kernels with guard regions and of OpenCL CPU devices' kernels where
+ * Linux offers it): no store marks. */
 #undef WV_DIRTY
 #define WV_DIRTY(ea) ((void)0)
 #endif

@@ -4,7 +4,7 @@
 //!
 //! With contiguous memories (interleave 0) its dirty-page map (`FleetBuffer::Dirty`, one byte
 //! per 4 KiB of the memory buffer) is set by the kernel's stores and by every host write — or,
-//! with a write watch (`write_watch.rs`), from the MMU's record before each reset — and
+//! with a write watch (`backend/write_watch.rs`), from the MMU's record before each reset — and
 //! cleared by the reset entry, which restores only the marked pages.
 
 use std::any::Any;
@@ -26,7 +26,7 @@ pub struct CpuFleet {
     /// With a kernel whose stores do not mark (`watches_writes`): the MMU's record of what
     /// the VMs wrote.
     #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    watch: Option<super::write_watch::FleetWatch>,
+    watch: Option<crate::backend::write_watch::FleetWatch>,
 }
 
 /// Marks the pages of the memory buffer's bytes `[start, end)` in the dirty-page map `map`.
@@ -48,7 +48,7 @@ pub(crate) unsafe fn mark_dirty(map: *mut u8, start: u64, end: u64) {
 impl CpuFleet {
     /// Allocates every buffer of `shape`, zeroed (untouched pages never become resident), and
     /// copies in the segment blobs. `watch_writes`: the kernel's stores do not mark dirty
-    /// pages, so the fleet watches its guarded memory for writes (`write_watch.rs`).
+    /// pages, so the fleet watches its guarded memory for writes (`backend/write_watch.rs`).
     pub fn new(
         shape: &FleetShape,
         data_blob: &[u8],
@@ -225,8 +225,9 @@ impl CpuFleet {
         {
             let mem = &mut self.buffers[Self::slot(FleetBuffer::Mem)];
             let (base, len) = (mem.as_mut_ptr(), mem.len());
-            let watch = super::write_watch::FleetWatch::new(base, len, self.shape.layout.num_vms)
-                .map_err(|e| refused(e.to_string()))?;
+            let watch =
+                crate::backend::write_watch::FleetWatch::new(base, len, self.shape.layout.num_vms)
+                    .map_err(|e| refused(e.to_string()))?;
             self.watch = Some(watch);
             Ok(())
         }

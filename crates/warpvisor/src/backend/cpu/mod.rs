@@ -7,8 +7,6 @@ mod fleet;
 mod guard;
 mod pool;
 mod stack;
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-mod write_watch;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,7 +29,7 @@ pub use direct::{NATIVE_BYTES_PER_STACK_WORD, WORKER_STACK_BYTES};
 pub type LaunchFn = unsafe extern "C" fn(*mut HostLaunch, u32, u32, u32);
 
 /// Whether kernels built with `options` leave finding the pages VMs wrote to their fleet's
-/// write watch (`write_watch.rs`) instead of marking them at every store: guard regions, and a
+/// write watch (`backend/write_watch.rs`) instead of marking them at every store: guard regions, and a
 /// host that can watch writes.
 pub fn watches_writes(options: &KernelOptions) -> bool {
     options.memory_checks == MemoryChecks::Guard
@@ -39,14 +37,7 @@ pub fn watches_writes(options: &KernelOptions) -> bool {
         && write_watch_available()
 }
 
-/// Whether this host lets a fleet watch its memory for writes (Linux 6.7 or later with
-/// asynchronous userfaultfd write protection and `PAGEMAP_SCAN`, allowed to this process).
-pub fn write_watch_available() -> bool {
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-    return write_watch::WriteWatch::available();
-    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-    return false;
-}
+pub use crate::backend::write_watch_available;
 
 /// The `cpu` backend.
 pub struct CpuBackend {
@@ -70,6 +61,10 @@ impl CpuBackend {
 impl Backend for CpuBackend {
     fn name(&self) -> &'static str {
         "cpu"
+    }
+
+    fn watches_writes(&self, options: &KernelOptions) -> bool {
+        watches_writes(options)
     }
 
     fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {

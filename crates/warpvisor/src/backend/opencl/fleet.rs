@@ -30,8 +30,10 @@ use opencl3::memory::{
 use opencl3::types::{cl_mem, cl_uint, CL_BLOCKING, CL_NON_BLOCKING};
 
 use super::host_calls::SvmStorage;
+use super::watched::{SizeBefore, WatchedMemory};
 use super::Shared;
-use crate::abi::{FleetBuffer, FleetShape, KernelParam, ScalarArg};
+use crate::abi::fleet::controls_as_bytes_mut;
+use crate::abi::{status, FleetBuffer, FleetShape, KernelParam, ScalarArg, VmControl};
 use crate::backend::{check_ranges, dirty_marks, BackendError, DeviceFleet, Traffic};
 
 /// The buffers of one fleet on an OpenCL device, in [`FleetBuffer::ALL`]'s order.
@@ -43,6 +45,9 @@ pub(super) struct ClFleet {
     /// The shared memory the buffers use, for a kernel whose imports the host serves while it
     /// runs (`host_calls.rs`); declared after the buffers, so freed after them.
     svm: Option<SvmStorage>,
+    /// The memory buffer's storage when the MMU finds the pages VMs write (`watched.rs`);
+    /// declared after the buffers, so freed after them.
+    watched: Option<WatchedMemory>,
     /// Where each buffer is mapped into the host while the host works on it (CPU devices in
     /// host memory only), until the next launch.
     mapped: Vec<Option<NonNull<u8>>>,
@@ -58,13 +63,15 @@ impl ClFleet {
     /// copy of a possibly huge memory buffer is made), and writes the data segments' bytes and
     /// the element segments' references (little-endian `u32`) into their blobs. With
     /// `shared_memory` every buffer is made over fine-grained SVM the host may touch while a
-    /// kernel runs (synchronous imports).
+    /// kernel runs (synchronous imports); with `watch_writes` (a kernel whose stores do not
+    /// mark dirty pages, `watched.rs`) the memory buffer over host memory the MMU watches.
     pub(super) fn new(
         shared: Arc<Shared>,
         shape: &FleetShape,
         data_blob: &[u8],
         elem_blob: &[u32],
         shared_memory: bool,
+        watch_writes: bool,
     ) -> Result<Self, BackendError> {
         let elems: Vec<u8> = elem_blob.iter().flat_map(|r| r.to_le_bytes()).collect();
         let blobs = [
@@ -85,20 +92,31 @@ impl ClFleet {
             true => Some(SvmStorage::new(&shared.context, shape)?),
             false => None,
         };
+        let watched = match watch_writes {
+            true => Some(WatchedMemory::new(
+                shape.bytes(FleetBuffer::Mem),
+                shape.layout.num_vms,
+            )?),
+            false => None,
+        };
         let mut buffers = Vec::with_capacity(FleetBuffer::ALL.len());
         for &b in FleetBuffer::ALL {
             let bytes = shape.bytes(b);
             let len = usize::try_from(bytes).map_err(|_| BackendError::OutOfMemory { bytes })?;
-            let (flags, host) = match &svm {
-                Some(svm) => (
+            let (flags, host) = match (&svm, &watched) {
+                (Some(svm), _) => (
                     CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
                     svm.block(b).as_ptr().cast(),
                 ),
-                None => (CL_MEM_READ_WRITE, std::ptr::null_mut()),
+                (None, Some(w)) if b == FleetBuffer::Mem => {
+                    (CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, w.base().cast())
+                }
+                _ => (CL_MEM_READ_WRITE, std::ptr::null_mut()),
             };
-            // SAFETY: either no host pointer (the runtime allocates the buffer) or an SVM
-            // block of at least `len` bytes that outlives the buffer (OpenCL 2.0: the buffer
-            // then uses the shared memory as its storage).
+            // SAFETY: either no host pointer (the runtime allocates the buffer), an SVM block
+            // of at least `len` bytes that outlives the buffer (OpenCL 2.0: the buffer then
+            // uses the shared memory as its storage), or the watched mapping of at least
+            // `len` bytes, which also outlives it (a CPU device computes in it).
             let buffer = unsafe { Buffer::<u8>::create(&shared.context, flags, len, host) }
                 .map_err(|e| cl_error(e, bytes, || format!("creating the {} buffer", b.name())))?;
             buffers.push(buffer);
@@ -117,16 +135,98 @@ impl ClFleet {
                 };
             }
         } else {
-            zero_on_device(&shared, shape, &mut buffers, &blobs)?;
+            // A watched memory is a fresh mapping: zeros already, and filling it would make
+            // every page written.
+            let fresh = watched.as_ref().map(|_| FleetBuffer::Mem);
+            zero_on_device(&shared, shape, &mut buffers, &blobs, fresh)?;
         }
-        Ok(ClFleet {
+        let mut fleet = ClFleet {
             shared,
             shape: *shape,
             mapped: vec![None; buffers.len()],
             buffers,
             svm,
+            watched,
             traffic: Traffic::default(),
-        })
+        };
+        if let Some(w) = &fleet.watched {
+            // The watch sees the device's stores only if the device computes in the mapping
+            // itself, not in a copy it synchronises at maps: a mapping of the buffer must be
+            // the host pointer it was made over.
+            let base = w.base();
+            if fleet.host_view(FleetBuffer::Mem)?.as_ptr() != base {
+                return Err(BackendError::Launch(
+                    "the device keeps a copy of host memory it was given, so the MMU cannot \
+                     find the pages VMs write; run with --dirty-pages marks"
+                        .into(),
+                ));
+            }
+        }
+        Ok(fleet)
+    }
+
+    /// Before a reset launch of a watched fleet: puts the pages each resetting VM wrote (below
+    /// its size now) into the dirty-page map, which the reset kernel restores and clears.
+    /// Returns the resetting VMs and their sizes (none without a watch).
+    pub(super) fn collect_written_pages(&mut self) -> Result<Vec<SizeBefore>, BackendError> {
+        if self.watched.is_none() {
+            return Ok(Vec::new());
+        }
+        let resetting: Vec<SizeBefore> = self
+            .controls()?
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.status == status::RESET)
+            .map(|(vm, c)| (vm as u32, c.mem_pages.min(self.shape.layout.max_pages)))
+            .collect();
+        let dirty = self.host_view(FleetBuffer::Dirty)?.as_ptr();
+        let stride = self.shape.layout.mem_stride();
+        if let Some(w) = self.watched.as_mut() {
+            // SAFETY: `dirty` maps the whole dirty-page map until the next launch; sizes are
+            // at most the maximum, which the stride holds.
+            unsafe { w.collect(stride, &resetting, dirty)? };
+        }
+        Ok(resetting)
+    }
+
+    /// After a reset launch of a watched fleet: protects what the reset restored of each VM
+    /// in `resetting` and was not protected yet — its memory up to the larger of its size
+    /// before the reset and now. Not at a VM's first instantiation (size 0 before), as on
+    /// `cpu`: a fleet that runs one batch would pay for protecting memory it never resets
+    /// again.
+    pub(super) fn watch_new_pages(&mut self, resetting: &[SizeBefore]) -> Result<(), BackendError> {
+        if self.watched.is_none() || resetting.is_empty() {
+            return Ok(());
+        }
+        let controls = self.controls()?;
+        let max = self.shape.layout.max_pages;
+        let sizes: Vec<SizeBefore> = resetting
+            .iter()
+            .filter(|&&(_, was)| was > 0)
+            .map(|&(vm, was)| {
+                let now = controls.get(vm as usize).map_or(0, |c| c.mem_pages);
+                (vm, now.max(was).min(max))
+            })
+            .collect();
+        let stride = self.shape.layout.mem_stride();
+        if let Some(w) = self.watched.as_mut() {
+            // SAFETY: sizes are at most the maximum, which the stride holds.
+            unsafe { w.protect(stride, &sizes)? };
+        }
+        Ok(())
+    }
+
+    /// Every VM's control block, read through the host's view of the buffer.
+    fn controls(&mut self) -> Result<Vec<VmControl>, BackendError> {
+        let n = self.shape.layout.num_vms as usize;
+        let bytes = self.shape.bytes(FleetBuffer::Vms) as usize;
+        let vms = self.host_view(FleetBuffer::Vms)?;
+        let mut controls = vec![VmControl::default(); n];
+        let out = controls_as_bytes_mut(&mut controls);
+        let len = out.len().min(bytes);
+        // SAFETY: the view maps the whole buffer of `bytes` bytes until the next launch.
+        unsafe { std::ptr::copy_nonoverlapping(vms.as_ptr(), out.as_mut_ptr(), len) };
+        Ok(controls)
     }
 
     /// The shared memory of a fleet made for synchronous imports.
@@ -349,6 +449,7 @@ fn zero_on_device(
     shape: &FleetShape,
     buffers: &mut [Buffer<u8>],
     blobs: &[(FleetBuffer, &[u8])],
+    fresh: Option<FleetBuffer>,
 ) -> Result<(), BackendError> {
     let total = FleetBuffer::ALL
         .iter()
@@ -357,6 +458,9 @@ fn zero_on_device(
     let queue = shared.lock_queue();
     enqueue_and_wait(&queue, || {
         for (&b, buffer) in FleetBuffer::ALL.iter().zip(buffers.iter_mut()) {
+            if Some(b) == fresh {
+                continue;
+            }
             // Fits `usize`: the buffer was created with this size.
             let len = shape.bytes(b) as usize;
             // A one-byte pattern: PoCL fills it as a memset (5 ms for 256 MiB, wider patterns
@@ -573,6 +677,7 @@ mod tests {
                 b"segment",
                 &[1, 0x0203_0405, 7],
                 shared_memory,
+                false,
             )
             .unwrap(),
         )

@@ -6,6 +6,7 @@
 mod fleet;
 mod host_calls;
 mod program;
+mod watched;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -219,6 +220,10 @@ impl Backend for OpenClBackend {
         "opencl"
     }
 
+    fn watches_writes(&self, options: &KernelOptions) -> bool {
+        watched::watches_writes(self.shared.host_resident, options)
+    }
+
     fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
         if options.synchronous_imports() {
             if let Some(why) = &self.info.sync_imports_unsupported {
@@ -229,7 +234,14 @@ impl Backend for OpenClBackend {
                 )));
             }
         }
-        let built = program::build(&self.shared.context, &self.info, code, options)?;
+        let watch_writes = watched::watches_writes(self.shared.host_resident, options);
+        let built = program::build(
+            &self.shared.context,
+            &self.info,
+            code,
+            options,
+            watch_writes,
+        )?;
         let entry = |name: &str| {
             ClKernel::create(&built, name)
                 .map_err(|e| BackendError::Launch(format!("kernel entry {name}: {e}")))
@@ -248,6 +260,7 @@ impl Backend for OpenClBackend {
             kernel,
             reset,
             sync_imports: options.synchronous_imports(),
+            watch_writes,
             compute_units: self.info.compute_units,
             max_work_group,
             global_memory: self.info.global_memory,
@@ -287,6 +300,8 @@ struct OpenClKernel {
     reset: ClKernel,
     /// The host serves imports while the launch entry runs (`host_calls.rs`).
     sync_imports: bool,
+    /// Its stores leave dirty pages to the fleet's write watch (`watched.rs`).
+    watch_writes: bool,
     compute_units: u32,
     /// The largest work-group the launch entry may run in.
     max_work_group: usize,
@@ -391,6 +406,7 @@ impl Kernel for OpenClKernel {
             data_blob,
             elem_blob,
             self.sync_imports,
+            self.watch_writes,
         )?))
     }
 
@@ -405,7 +421,17 @@ impl Kernel for OpenClKernel {
     }
 
     fn reset(&self, fleet: &mut dyn DeviceFleet) -> Result<LaunchTimes, BackendError> {
-        self.run(&self.reset, "wv_reset", fleet, None)
+        let cl = downcast::<ClFleet>(fleet, "opencl")?;
+        // The host's share of a reset of a watched fleet (finding written pages, protecting
+        // new ones) counts as the reset's execution, as on `cpu`.
+        let start = Instant::now();
+        let resetting = cl.collect_written_pages()?;
+        let collected = start.elapsed();
+        let mut times = self.run(&self.reset, "wv_reset", cl, None)?;
+        let host = Instant::now();
+        cl.watch_new_pages(&resetting)?;
+        times.execute += collected + host.elapsed();
+        Ok(times)
     }
 
     fn check_capacity(

@@ -11,8 +11,9 @@ use crate::codegen::KernelOptions;
 
 /// Build options: exact float division and square root; optimisation per `opt_level`.
 /// OpenCL C 1.2, or 3.0 for synchronous imports (their atomics at the scope of every SVM
-/// device, `wv_status_publish`).
-pub fn build_options(options: &KernelOptions) -> String {
+/// device, `wv_status_publish`). With `watch_writes` stores mark no dirty pages (the fleet's
+/// write watch finds them, `watched.rs`).
+pub fn build_options(options: &KernelOptions, watch_writes: bool) -> String {
     let std = if options.synchronous_imports() {
         "CL3.0"
     } else {
@@ -21,6 +22,9 @@ pub fn build_options(options: &KernelOptions) -> String {
     let mut o = format!("-cl-std={std} -cl-fp32-correctly-rounded-divide-sqrt");
     if options.opt_level == 0 {
         o.push_str(" -cl-opt-disable");
+    }
+    if watch_writes {
+        o.push_str(" -DWV_DIRTY_BY_MMU=1");
     }
     o
 }
@@ -35,9 +39,10 @@ pub fn build(
     device: &DeviceInfo,
     code: &str,
     options: &KernelOptions,
+    watch_writes: bool,
 ) -> Result<Program, BackendError> {
     let _one_at_a_time = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let opts = build_options(options);
+    let opts = build_options(options, watch_writes);
     let key = cache::key(&[
         env!("CARGO_PKG_VERSION").as_bytes(),
         device.platform.as_bytes(),

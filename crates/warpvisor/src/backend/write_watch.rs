@@ -1,5 +1,6 @@
-//! Dirty pages found by the MMU instead of marked by the kernel (`DirtyPages::Auto` with guard
-//! regions, where Linux offers it): a fleet's VM memories are registered with a userfaultfd
+//! Dirty pages found by the MMU instead of marked by the kernel (`DirtyPages::Auto` where Linux
+//! offers it, for fleets in host memory: `cpu` with guard regions, OpenCL CPU devices such as
+//! PoCL at interleave 0): a fleet's VM memories are registered with a userfaultfd
 //! in asynchronous write-protect mode (`UFFD_FEATURE_WP_ASYNC`, Linux 6.7), so the first write
 //! to a protected page is resolved inside the kernel — no signal, no `mprotect` — and leaves the
 //! page "written"; `PAGEMAP_SCAN` on `/proc/self/pagemap` lists the written pages of a range.
@@ -114,7 +115,7 @@ const REGIONS_PER_SCAN: usize = 512;
 
 /// A fleet's write watch: its userfaultfd (the registration lives as long as it) and the
 /// pagemap file scans go through.
-pub(super) struct WriteWatch {
+pub(crate) struct WriteWatch {
     uffd: OwnedFd,
     pagemap: File,
     regions: Vec<PageRegion>,
@@ -158,7 +159,7 @@ fn open_uffd() -> io::Result<OwnedFd> {
 impl WriteWatch {
     /// Whether this host can watch writes: the userfaultfd features and `PAGEMAP_SCAN`, tried
     /// once per process on a page of its own.
-    pub(super) fn available() -> bool {
+    pub(crate) fn available() -> bool {
         static AVAILABLE: OnceLock<bool> = OnceLock::new();
         *AVAILABLE.get_or_init(|| Self::probe().is_ok())
     }
@@ -181,7 +182,7 @@ impl WriteWatch {
 
     /// Registers `[base, base + len)` (a whole reservation: registration is a property of the
     /// mapping and costs nothing per page) for write protection.
-    pub(super) fn new(base: *mut u8, len: usize) -> io::Result<Self> {
+    pub(crate) fn new(base: *mut u8, len: usize) -> io::Result<Self> {
         let uffd = open_uffd()?;
         let mut register = UffdioRegister {
             range: UffdioRange {
@@ -207,7 +208,7 @@ impl WriteWatch {
     ///
     /// # Safety
     /// The range lies in the registered reservation, page-aligned.
-    pub(super) unsafe fn protect(&self, start: *mut u8, len: u64) -> io::Result<()> {
+    pub(crate) unsafe fn protect(&self, start: *mut u8, len: u64) -> io::Result<()> {
         if len == 0 {
             return Ok(());
         }
@@ -231,7 +232,7 @@ impl WriteWatch {
     ///
     /// # Safety
     /// The range is page-aligned and mapped; `map` has a byte per page of it.
-    pub(super) unsafe fn written(
+    pub(crate) unsafe fn written(
         &mut self,
         start: *mut u8,
         len: u64,
@@ -282,7 +283,7 @@ impl WriteWatch {
 
 /// A fleet's write watch and how much of each VM's memory it protects (bytes from the VM's
 /// start; what lies beyond is unprotected and so always counts as written).
-pub(super) struct FleetWatch {
+pub(crate) struct FleetWatch {
     watch: WriteWatch,
     protected: Vec<u64>,
 }
@@ -290,7 +291,7 @@ pub(super) struct FleetWatch {
 impl FleetWatch {
     /// Registers the memory buffer `[base, base + len)` of `num_vms` VMs; protects nothing yet
     /// (a VM's memory is protected at its first reset after instantiation, `protect_up_to`).
-    pub(super) fn new(base: *mut u8, len: usize, num_vms: u32) -> io::Result<Self> {
+    pub(crate) fn new(base: *mut u8, len: usize, num_vms: u32) -> io::Result<Self> {
         Ok(FleetWatch {
             watch: WriteWatch::new(base, len)?,
             protected: vec![0; num_vms as usize],
@@ -303,7 +304,7 @@ impl FleetWatch {
     /// # Safety
     /// `[start, start + len)` is page-aligned, accessible, in the registered buffer; `map`
     /// has a byte per page of it.
-    pub(super) unsafe fn collect(
+    pub(crate) unsafe fn collect(
         &mut self,
         start: *mut u8,
         len: u64,
@@ -319,7 +320,7 @@ impl FleetWatch {
     /// # Safety
     /// `[start, start + len)` is page-aligned and lies in VM `vm`'s part of the registered
     /// buffer.
-    pub(super) unsafe fn protect_up_to(
+    pub(crate) unsafe fn protect_up_to(
         &mut self,
         vm: u32,
         start: *mut u8,
@@ -338,20 +339,26 @@ impl FleetWatch {
     }
 }
 
-/// An anonymous read-write mapping of whole host pages, unmapped on drop (the probe's and the
-/// tests' memory).
-struct Mapping(*mut u8, usize);
+/// An anonymous read-write mapping of whole host pages, unmapped on drop: the probe's and the
+/// tests' memory, and the memory of OpenCL fleets a watch follows (`opencl/fleet.rs`). Pages
+/// are reserved, not committed: they hold zeros until written.
+pub(crate) struct Mapping(*mut u8, usize);
+
+// SAFETY: the mapping is plain memory owned by this value; who writes it is the owner's
+// business (an OpenCL buffer over it is used under the fleet's `&mut self`).
+unsafe impl Send for Mapping {}
 
 impl Mapping {
-    fn new(pages: usize) -> io::Result<Self> {
-        let len = pages * HOST_PAGE as usize;
+    /// `pages` host pages (at least one).
+    pub(crate) fn new(pages: usize) -> io::Result<Self> {
+        let len = pages.max(1) * HOST_PAGE as usize;
         // SAFETY: a fresh private anonymous mapping, checked below.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
@@ -363,11 +370,12 @@ impl Mapping {
     }
 
     /// Host page `p`'s address (callers stay inside the mapping).
-    fn page(&self, p: usize) -> *mut u8 {
+    pub(crate) fn page(&self, p: usize) -> *mut u8 {
         self.0.wrapping_add(p * HOST_PAGE as usize)
     }
 
-    fn len(&self) -> usize {
+    /// Its length in bytes, whole pages.
+    pub(crate) fn len(&self) -> usize {
         self.1
     }
 }
