@@ -86,7 +86,8 @@ typedef long int64_t;
 #define wv_spin_pause() do { } while (0)
 /* The host's answer, read after the acquire load that saw it. */
 #define WV_MAILBOX_LOAD(x) (x)
-/* A device: no C library; guest words through vloadn/vstoren of bytes (any alignment). */
+/* A device: no C library; guest words at any alignment (the prelude: types of alignment 1
+ * under clang, else vloadn/vstoren of bytes). */
 #define WV_HOST 0
 #define WV_VLOAD_BYTES 1
 #define WV_GLOBAL __global
@@ -128,8 +129,10 @@ WV_FN double wv_raw_nearest(double x) { return WV_ROUND_F64(rint, x); }
 #define wv_f32_convert_u64(x) ((float)(ulong)(x))
 #define wv_f64_convert_u64(x) ((double)(ulong)(x))
 /* The device compiler may fold `x * 1.0`, `x - 0.0`, `x / 1.0` to x, leaving a signalling NaN
- * unquieted: arithmetic results are quieted. */
+ * unquieted: arithmetic results are quieted, a NaN through a call (the prelude's
+ * wv_f32_quiet: off the critical path of a CPU device's float code). */
 #define WV_QUIET_ARITHMETIC 1
+#define WV_QUIET_BY_CALL 1
 "#;
 
 const CUDA_HEADER: &str = r#"
