@@ -129,10 +129,10 @@ WV_FN double wv_raw_nearest(double x) { return WV_ROUND_F64(rint, x); }
 #define wv_f32_convert_u64(x) ((float)(ulong)(x))
 #define wv_f64_convert_u64(x) ((double)(ulong)(x))
 /* The device compiler may fold `x * 1.0`, `x - 0.0`, `x / 1.0` to x, leaving a signalling NaN
- * unquieted: arithmetic results are quieted, a NaN through a call (the prelude's
+ * unquieted: arithmetic results are quieted, a NaN marked unlikely (the prelude's
  * wv_f32_quiet: off the critical path of a CPU device's float code). */
 #define WV_QUIET_ARITHMETIC 1
-#define WV_QUIET_BY_CALL 1
+#define WV_QUIET_UNLIKELY 1
 "#;
 
 const CUDA_HEADER: &str = r#"
