@@ -125,6 +125,7 @@ fn settings_report(s: &Settings, kernels: &[KernelPlatform]) -> SettingsReport {
         vms: s.vms,
         requests: s.requests(),
         min_seconds: s.min_time.as_secs_f64(),
+        rounds: s.rounds,
         workers: s.workers,
         opt_level: s.opt_level,
         interleave,

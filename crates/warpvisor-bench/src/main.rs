@@ -48,6 +48,10 @@ struct Args {
     /// Seconds each platform serves each benchmark at least (default 3; 0.3 with --quick).
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
     min_seconds: Option<f64>,
+    /// Rounds in which the platforms of a benchmark take turns at their timed passes, each
+    /// serving for min-seconds / rounds a round (default 4; 1 with --quick).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rounds: Option<u32>,
     /// Threads of native-x86, wasmtime and the cpu backend (default: one per core).
     #[arg(long)]
     workers: Option<usize>,
@@ -152,6 +156,9 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
         s.min_time = Duration::try_from_secs_f64(secs).map_err(|_| {
             anyhow::anyhow!("--min-seconds must be a non-negative number, not {secs}")
         })?;
+    }
+    if let Some(r) = a.rounds {
+        s.rounds = r;
     }
     if let Some(w) = a.workers {
         anyhow::ensure!(w > 0, "--workers must be at least 1");

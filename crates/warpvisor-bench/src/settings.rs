@@ -21,6 +21,10 @@ pub struct Settings {
     /// Each platform serves the request set again until this much time has passed (at least
     /// once), after an untimed warm-up.
     pub min_time: Duration,
+    /// Rounds of timed passes: the platforms of a benchmark take turns, each serving passes for
+    /// `min_time / rounds` a round (at least one pass), so that a machine whose speed drifts
+    /// during a run slows every platform alike (`harness::interleaved`).
+    pub rounds: u32,
     /// Worker threads of native-x86, wasmtime and the cpu backend.
     pub workers: usize,
     /// Benchmarks to run (names; empty: all ten).
@@ -65,6 +69,7 @@ impl Settings {
             vms: 64,
             batches: 4,
             min_time: Duration::from_secs(3),
+            rounds: 4,
             workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
             benchmarks: Vec::new(),
             platforms: Vec::new(),
@@ -90,6 +95,7 @@ impl Settings {
             vms: 16,
             batches: 2,
             min_time: Duration::from_millis(300),
+            rounds: 1,
             micro_vms: 16,
             compare_calls: false,
             ..Settings::full()

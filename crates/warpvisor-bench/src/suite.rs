@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use warpvisor::backend::cpu::CpuBackend;
-use warpvisor::backend::wasmtime::{WasiSetup, WasmtimeBackend, WasmtimeConfig};
+use warpvisor::backend::wasmtime::{WasiProgram, WasiSetup, WasmtimeBackend, WasmtimeConfig};
 use warpvisor::backend::Backend;
 use warpvisor::codegen::KernelOptions;
 use warpvisor::profile::record::{counting_program, profile_wasi};
@@ -17,7 +17,7 @@ use warpvisor::wasi::program::{WasiFleet, WasiRunConfig};
 use warpvisor::wasi::WasiJob;
 use warpvisor_workloads::Workload;
 
-use crate::harness::{self, FleetTime, Served};
+use crate::harness::{self, FleetServer, FleetTime, Served, Server, ThreadServer};
 use crate::platform::{KernelPlatform, PerPlatform, Platform};
 use crate::report::{BenchmarkResult, Latency, Phases, PlatformRun, RunStatus};
 use crate::settings::Settings;
@@ -80,16 +80,21 @@ impl<'s> Suite<'s> {
             call_modes_error: None,
         };
         // The native build is the reference, so it always runs.
-        let native = self.native(w, &requests);
-        let reference = native.served.replies.clone();
-        result.reply_bytes = mean_len(reference.iter().map(|r| r.stdout.len()));
-        let reference_ok = validation::check_reference(&reference);
-        let mut outcomes = vec![(Platform::Native, Ok(native))];
+        let workers = self.settings.workers;
+        let native_run = w.run;
+        let native_serve = move |r: &[u8]| validation::native_reply(native_run(r));
         let wasm = guests::module(w.name, self.settings.guests.as_deref());
-        if let Some(wt) = &self.wasmtime {
-            let o = module(&wasm).and_then(|m| self.wasmtime(wt, w, m, &requests));
-            outcomes.push((Platform::Wasmtime, o));
-        }
+        let start = Instant::now();
+        let wasmtime = self
+            .wasmtime
+            .as_ref()
+            .map(|wt| module(&wasm).and_then(|m| self.wasmtime_program(wt, w, m)));
+        let wasmtime_build = start.elapsed().as_secs_f64();
+        let wasmtime_serve = match &wasmtime {
+            Some(Ok(program)) => Some(Ok(|r: &[u8]| program.run(&job(r)))),
+            Some(Err(e)) => Some(Err(e.clone())),
+            None => None,
+        };
         let profile = match self.settings.profiled && !self.kernels.is_empty() {
             true => {
                 progress(&format!("  {}: recording a call profile on cpu", w.name));
@@ -97,19 +102,66 @@ impl<'s> Suite<'s> {
             }
             false => Ok(None),
         };
+        let jobs: Vec<WasiJob> = requests.iter().map(|r| job(r)).collect();
+        let mut fleets = Vec::new();
         for k in self.kernels {
             progress(&format!(
                 "  {}: building kernels and running on {}",
                 w.name,
                 k.platform.key()
             ));
-            let o = module(&wasm).and_then(|m| {
+            let built = module(&wasm).and_then(|m| {
                 let mut k = k.clone();
                 k.kernel.profile = profile.clone()?;
-                self.warpvisor(&k, w, m, &requests)
+                self.warpvisor_fleet(&k, w, m)
             });
-            outcomes.push((k.platform, o));
+            fleets.push((k.platform, built));
         }
+        // Declared after everything its servers borrow.
+        let mut entrants = vec![Entrant::ready(
+            Platform::Native,
+            0.0,
+            ThreadServer::new(&requests, workers, &native_serve),
+        )];
+        match &wasmtime_serve {
+            Some(Ok(serve)) => entrants.push(Entrant::ready(
+                Platform::Wasmtime,
+                wasmtime_build,
+                ThreadServer::new(&requests, workers, serve),
+            )),
+            Some(Err(e)) => entrants.push(Entrant::failed(Platform::Wasmtime, e.clone())),
+            None => {}
+        }
+        for (p, built) in fleets.iter_mut() {
+            entrants.push(match built {
+                Ok(b) => match FleetServer::new(&mut b.fleet, &jobs) {
+                    Ok(server) => Entrant {
+                        allocate_seconds: b.allocate_seconds,
+                        ..Entrant::ready(*p, b.build_seconds, server)
+                    },
+                    Err(e) => Entrant::failed(*p, e.to_string()),
+                },
+                Err(e) => Entrant::failed(*p, e.clone()),
+            });
+        }
+        // Every platform that got ready takes its turns at the timed passes.
+        let mut servers: Vec<&mut dyn Server> = entrants
+            .iter_mut()
+            .filter_map(|e| e.server.as_mut().ok().map(|s| &mut **s as &mut dyn Server))
+            .collect();
+        let mut served =
+            harness::interleaved(&mut servers, self.settings.min_time, self.settings.rounds)
+                .into_iter();
+        let outcomes: Vec<(Platform, Result<Outcome, String>)> = entrants
+            .iter()
+            .map(|e| (e.platform, e.outcome(&mut served)))
+            .collect();
+        let reference = match outcomes.first() {
+            Some((Platform::Native, Ok(o))) => o.served.replies.clone(),
+            _ => Vec::new(),
+        };
+        result.reply_bytes = mean_len(reference.iter().map(|r| r.stdout.len()));
+        let reference_ok = validation::check_reference(&reference);
         for (p, o) in outcomes {
             let run = match o {
                 Ok(o) => {
@@ -170,47 +222,19 @@ impl<'s> Suite<'s> {
         result
     }
 
-    fn native(&self, w: &Workload, requests: &[Vec<u8>]) -> Outcome {
-        let run = w.run;
-        let served = harness::on_threads(
-            requests,
-            self.settings.workers,
-            self.settings.min_time,
-            &|r| validation::native_reply(run(r)),
-        );
-        Outcome {
-            served,
-            build_seconds: 0.0,
-            phases: None,
-        }
-    }
-
-    fn wasmtime(
+    /// Benchmark `w`'s module compiled by wasmtime.
+    fn wasmtime_program<'b>(
         &self,
-        wt: &WasmtimeBackend,
+        wt: &'b WasmtimeBackend,
         w: &Workload,
         wasm: &[u8],
-        requests: &[Vec<u8>],
-    ) -> Result<Outcome, String> {
-        let start = Instant::now();
+    ) -> Result<WasiProgram<'b>, String> {
         let setup = WasiSetup {
             program_name: w.name.to_string(),
             max_memory_pages: w.memory_pages,
             ..WasiSetup::default()
         };
-        let program = wt.prepare_wasi(wasm, &setup).map_err(|e| e.to_string())?;
-        let build_seconds = start.elapsed().as_secs_f64();
-        let served = harness::on_threads(
-            requests,
-            self.settings.workers,
-            self.settings.min_time,
-            &|r| program.run(&job(r)),
-        );
-        Ok(Outcome {
-            served,
-            build_seconds,
-            phases: None,
-        })
+        wt.prepare_wasi(wasm, &setup).map_err(|e| e.to_string())
     }
 
     /// Benchmark `w`'s call profile: one batch of requests of the next seed (inputs the timed
@@ -228,27 +252,80 @@ impl<'s> Suite<'s> {
         Ok(profile)
     }
 
-    fn warpvisor(
+    /// A fleet of benchmark `w` on kernel platform `k`, built.
+    fn warpvisor_fleet(
         &self,
         k: &KernelPlatform,
         w: &Workload,
         wasm: &[u8],
-        requests: &[Vec<u8>],
-    ) -> Result<Outcome, String> {
+    ) -> Result<BuiltFleet, String> {
         let start = Instant::now();
-        let mut fleet = fleet(w, wasm, &k.kernel, k.backend.as_ref(), self.settings.vms)?;
-        let build_seconds = start.elapsed().as_secs_f64();
-        let allocate = fleet.stats().allocate.as_secs_f64();
-        let jobs: Vec<WasiJob> = requests.iter().map(|r| job(r)).collect();
-        let (served, spent) = harness::on_fleet(&mut fleet, &jobs, self.settings.min_time)
-            .map_err(|e| e.to_string())?;
-        let phases = phases(&spent, allocate, served.wall.as_secs_f64());
-        Ok(Outcome {
-            served,
-            build_seconds,
-            phases: Some(phases),
+        let fleet = fleet(w, wasm, &k.kernel, k.backend.as_ref(), self.settings.vms)?;
+        Ok(BuiltFleet {
+            build_seconds: start.elapsed().as_secs_f64(),
+            allocate_seconds: fleet.stats().allocate.as_secs_f64(),
+            fleet,
         })
     }
+}
+
+/// One platform of a benchmark: ready for its timed passes, or why it is not.
+struct Entrant<'a> {
+    platform: Platform,
+    /// Preparing it: compiling the module, building kernels (cached builds are quick).
+    build_seconds: f64,
+    /// Creating a fleet's storage (warpvisor platforms).
+    allocate_seconds: f64,
+    server: Result<Box<dyn Server + 'a>, String>,
+}
+
+impl<'a> Entrant<'a> {
+    fn ready(platform: Platform, build_seconds: f64, server: impl Server + 'a) -> Self {
+        Entrant {
+            platform,
+            build_seconds,
+            allocate_seconds: 0.0,
+            server: Ok(Box::new(server)),
+        }
+    }
+
+    fn failed(platform: Platform, error: String) -> Self {
+        Entrant {
+            platform,
+            build_seconds: 0.0,
+            allocate_seconds: 0.0,
+            server: Err(error),
+        }
+    }
+
+    /// Its outcome, taking its timed passes from `served` (the ready entrants' results, in
+    /// order) if it was ready.
+    fn outcome(
+        &self,
+        served: &mut impl Iterator<Item = Result<Served, String>>,
+    ) -> Result<Outcome, String> {
+        let server = self.server.as_ref().map_err(Clone::clone)?;
+        let served = served
+            .next()
+            .unwrap_or_else(|| Err(format!("{} did not run", self.platform.key())))?;
+        let phases = server
+            .spent()
+            .map(|spent| phases(&spent, self.allocate_seconds, served.wall.as_secs_f64()));
+        Ok(Outcome {
+            served,
+            build_seconds: self.build_seconds,
+            phases,
+        })
+    }
+}
+
+/// A warpvisor fleet ready for a benchmark's passes.
+struct BuiltFleet {
+    fleet: WasiFleet,
+    /// Translating and building its kernels (cached builds are quick).
+    build_seconds: f64,
+    /// Creating its storage.
+    allocate_seconds: f64,
 }
 
 /// A fleet of `vms` VMs of benchmark `w`'s module, its kernels built with `options`.

@@ -2,7 +2,8 @@
 //! must still come out quiet, as WebAssembly's arithmetic NaNs are: device compilers fold such
 //! operations to `x` itself, so the kernels quiet what those folds would let through. The
 //! operands here are constants in the code, where the folds happen (the spec scripts pass them
-//! as arguments, where they cannot).
+//! as arguments, where they cannot), and constants the device compiler can only find by
+//! propagating them: through locals, memory, conversions, calls and width round trips.
 
 mod common;
 
@@ -23,8 +24,57 @@ const OPS: &[(&str, &str, &str)] = &[
     ("max_neg_inf", "-inf", "max"),
 ];
 
+/// Identities whose constant the device compiler finds only by constant propagation: `{T}` is
+/// the float type, `{I}` the integer type of its width, `{X}` the signalling NaN operand and
+/// `{ONE}` the bits of 1.0 as an integer. Each body may use a local `{T}` (index 1, never set
+/// unless the body sets it) and the module's memory.
+const PROPAGATED: &[(&str, &str)] = &[
+    (
+        "mul_by_local_one",
+        "(local.set 1 ({T}.const 1.0)) ({T}.mul {X} (local.get 1))",
+    ),
+    ("sub_zero_initialised_local", "({T}.sub {X} (local.get 1))"),
+    (
+        "mul_by_one_stored_as_integer",
+        "({I}.store (i32.const 0) ({I}.const {ONE})) ({T}.mul {X} ({T}.load (i32.const 0)))",
+    ),
+    (
+        "div_by_converted_one",
+        "({T}.div {X} ({T}.convert_i32_s (i32.const 1)))",
+    ),
+    ("mul_by_called_one", "({T}.mul {X} (call $one_{T}))"),
+    ("width_round_trip", "{ROUND_TRIP}"),
+];
+
 fn module() -> String {
     let mut funcs = String::new();
+    for (name, body) in PROPAGATED {
+        for (t, i, one, round_trip) in [
+            (
+                "f32",
+                "i32",
+                "0x3f800000",
+                "(f32.demote_f64 (f64.promote_f32 {X}))",
+            ),
+            (
+                "f64",
+                "i64",
+                "0x3ff0000000000000",
+                "(f64.promote_f32 (f32.demote_f64 {X}))",
+            ),
+        ] {
+            let body = body
+                .replace("{ROUND_TRIP}", round_trip)
+                .replace("{X}", &format!("({t}.reinterpret_{i} (local.get 0))"))
+                .replace("{T}", t)
+                .replace("{I}", i)
+                .replace("{ONE}", one);
+            funcs.push_str(&format!(
+                "(func (export \"{t}_{name}\") (param {i}) (result {i}) (local {t})
+                   ({i}.reinterpret_{t} (block (result {t}) {body})))\n"
+            ));
+        }
+    }
     for (name, constant, op) in OPS {
         funcs.push_str(&format!(
             "(func (export \"f32_{name}\") (param i32) (result i32)
@@ -33,7 +83,12 @@ fn module() -> String {
                (i64.reinterpret_f64 (f64.{op} (f64.reinterpret_i64 (local.get 0)) (f64.const {constant}))))\n"
         ));
     }
-    format!("(module {funcs})")
+    format!(
+        "(module (memory 1)
+           (func $one_f32 (result f32) (f32.const 1.0))
+           (func $one_f64 (result f64) (f64.const 1.0))
+           {funcs})"
+    )
 }
 
 fn check(backend: &str) {
@@ -55,7 +110,15 @@ fn check(backend: &str) {
             ],
         ),
     ];
-    for (name, constant, _) in OPS {
+    let cases = OPS
+        .iter()
+        .map(|(name, constant, _)| (*name, *constant))
+        .chain(
+            PROPAGATED
+                .iter()
+                .map(|(name, _)| (*name, "a propagated constant")),
+        );
+    for (name, constant) in cases {
         for (width, quiet, inputs) in &widths {
             let func = format!("{width}_{name}");
             let jobs: Vec<Vec<Value>> = inputs

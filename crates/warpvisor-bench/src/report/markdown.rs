@@ -13,7 +13,7 @@ pub fn render(r: &Report) -> String {
     let s = &r.settings;
     let _ = writeln!(
         out,
-        "Machine: {} ({} threads, {} GiB, {}). {} run: {} requests per benchmark, fleets of {} VMs, at least {:.1} s per platform, {} workers, device opt-level {}, seed {}. Total {:.0} s.\n",
+        "Machine: {} ({} threads, {} GiB, {}). {} run: {} requests per benchmark, fleets of {} VMs, at least {:.1} s per platform in {} rounds taken in turn, {} workers, device opt-level {}, seed {}. Total {:.0} s.\n",
         r.machine.cpu,
         r.machine.cores,
         r.machine.memory_gib,
@@ -22,6 +22,7 @@ pub fn render(r: &Report) -> String {
         s.requests,
         s.vms,
         s.min_seconds,
+        s.rounds,
         s.workers,
         s.opt_level,
         s.seed,

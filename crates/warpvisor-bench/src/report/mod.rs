@@ -65,6 +65,8 @@ pub struct SettingsReport {
     pub requests: usize,
     /// Minimum timed seconds per platform and benchmark.
     pub min_seconds: f64,
+    /// Rounds in which the platforms took turns at their timed passes.
+    pub rounds: u32,
     /// Worker threads of the CPU baselines and the cpu backend.
     pub workers: usize,
     /// Device compiler optimisation level.
