@@ -67,20 +67,6 @@ pub struct CallGraph {
     /// Whether each function lies on a call cycle (directly, mutually, or through a table):
     /// the functions whose depth is unbounded, so direct calls check the stack on entry.
     pub recursive: Vec<bool>,
-    /// The functions a continuation kernel always calls through the trampoline so that the
-    /// calls it makes as C calls can never recur (`codegen/native.rs`): among the calls that
-    /// return (a call followed by `unreachable`, a panic's, never does, and always goes
-    /// through the trampoline), a set of functions that leaves no cycle when taken out. In
-    /// Rust programs most cycles run through a panic (`reserve` fails, the panic formats its
-    /// message into a `String`, whose `write_str` reserves) or through a vtable.
-    pub breaks_cycles: Vec<bool>,
-    /// The functions a continuation kernel's `call_indirect` always calls through the
-    /// trampoline, to break call cycles that run through a table.
-    pub indirect_breaks_cycles: Vec<bool>,
-    /// The edges of calls that return, as `call_edges` builds them.
-    returning_edges: Vec<Vec<u32>>,
-    /// Each function's callers (functions with a direct call of it).
-    direct_sites: Vec<usize>,
 }
 
 impl CallGraph {
@@ -120,63 +106,20 @@ impl CallGraph {
         }
         let mut callees: Vec<Vec<u32>> = vec![Vec::new(); n];
         let mut indirect: Vec<Vec<u32>> = vec![Vec::new(); n];
-        // The same edges without the calls that never return (`call $panic; unreachable`).
-        let mut returning_callees: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let mut returning_indirect: Vec<Vec<u32>> = vec![Vec::new(); n];
         for (i, body) in module.bodies.iter().enumerate() {
             let f = module.imported_funcs + i;
-            for (at, op) in body.ops.iter().enumerate() {
-                let returns = !never_returns(&body.ops, at);
+            for op in &body.ops {
                 match op {
-                    Operator::Call { function_index } => {
-                        callees[f].push(*function_index);
-                        if returns {
-                            returning_callees[f].push(*function_index);
-                        }
-                    }
+                    Operator::Call { function_index } => callees[f].push(*function_index),
                     Operator::CallIndirect { type_index, .. } => {
-                        let sig = sigs.of_type[*type_index as usize];
-                        indirect[f].push(sig);
-                        if returns {
-                            returning_indirect[f].push(sig);
-                        }
+                        indirect[f].push(sigs.of_type[*type_index as usize])
                     }
                     _ => {}
                 }
             }
-            for list in [
-                &mut callees[f],
-                &mut indirect[f],
-                &mut returning_callees[f],
-                &mut returning_indirect[f],
-            ] {
+            for list in [&mut callees[f], &mut indirect[f]] {
                 list.sort_unstable();
                 list.dedup();
-            }
-        }
-        // Nodes: the functions; then each function's entry from `call_indirect`, which leads to
-        // it; then one per signature, which leads to its targets' entries.
-        let returning_edges: Vec<Vec<u32>> = returning_callees
-            .iter()
-            .zip(&returning_indirect)
-            .map(|(direct, sigs)| {
-                let mut out = direct.clone();
-                out.extend(sigs.iter().map(|&s| 2 * n as u32 + s));
-                out
-            })
-            .chain((0..n as u32).map(|f| vec![f]))
-            .chain(
-                targets_by_sig
-                    .iter()
-                    .map(|ts| ts.iter().map(|&t| n as u32 + t).collect()),
-            )
-            .collect();
-        let mut direct_sites = vec![0usize; n];
-        for list in &callees {
-            for &c in list {
-                if let Some(k) = direct_sites.get_mut(c as usize) {
-                    *k += 1;
-                }
             }
         }
         let edges = call_edges(&callees, &indirect, &targets_by_sig);
@@ -205,37 +148,7 @@ impl CallGraph {
             targets_by_sig,
             yields,
             recursive,
-            breaks_cycles: Vec::new(),
-            indirect_breaks_cycles: Vec::new(),
-            returning_edges,
-            direct_sites,
         }
-        .with_cycle_breakers(None)
-    }
-
-    /// Chooses the functions that break call cycles ([`Self::breaks_cycles`],
-    /// [`Self::indirect_breaks_cycles`]), keeping the most called calls off the trampoline:
-    /// by `calls` (each function's direct calls and calls as a `call_indirect` target in a call
-    /// profile) where there is one, then an entry from `call_indirect` before a function, then
-    /// by fewest callers. Cycles through a vtable (dropping a `Box<dyn Trait>` whose contents
-    /// hold another) are so broken at the table, and the functions keep their direct calls.
-    pub fn with_cycle_breakers(mut self, calls: Option<&ProfiledCalls>) -> Self {
-        let n = self.callees.len();
-        let count = |v: &[u64], f: usize| v.get(f).copied().unwrap_or(0);
-        let broken = cycle_breakers(&self.returning_edges, 2 * n, |v| {
-            let v = v as usize;
-            match v < n {
-                true => (
-                    calls.map_or(0, |c| count(&c.direct, v)),
-                    1,
-                    self.direct_sites[v],
-                ),
-                false => (calls.map_or(0, |c| count(&c.indirect, v - n)), 0, 0),
-            }
-        });
-        self.breaks_cycles = broken[..n].to_vec();
-        self.indirect_breaks_cycles = broken[n..].to_vec();
-        self
     }
 
     /// The graph for direct calls: imports are served while the kernel waits and recursion is
@@ -277,78 +190,6 @@ impl CallGraph {
             .get(sig as usize)
             .map_or(&[], Vec::as_slice)
     }
-}
-
-/// How often a call profile saw each function called.
-#[derive(Debug, Clone, Default)]
-pub struct ProfiledCalls {
-    /// By `call`, per function.
-    pub direct: Vec<u64>,
-    /// As a `call_indirect`'s target, per function.
-    pub indirect: Vec<u64>,
-}
-
-/// Largest call cycle taken apart function by function; the functions of a larger one all
-/// break cycles (each step walks the whole component).
-const MAX_CYCLE_TO_TAKE_APART: usize = 2_000;
-
-/// Functions (nodes below `n` of `edges`) whose removal leaves `edges` without a cycle: from
-/// each cyclic component, the function of least `keep` goes, and what is left of the
-/// component is searched again.
-fn cycle_breakers<K: Ord>(edges: &[Vec<u32>], n: usize, keep: impl Fn(u32) -> K) -> Vec<bool> {
-    let mut removed = vec![false; edges.len()];
-    let all: Vec<u32> = (0..edges.len() as u32).collect();
-    let mut work = cyclic_components(edges, &all, &removed);
-    while let Some(component) = work.pop() {
-        let functions = component.iter().copied().filter(|&v| (v as usize) < n);
-        if component.len() > MAX_CYCLE_TO_TAKE_APART {
-            for f in functions {
-                removed[f as usize] = true;
-            }
-            continue;
-        }
-        let Some(victim) = functions.min_by_key(|&f| keep(f)) else {
-            continue;
-        };
-        removed[victim as usize] = true;
-        work.extend(cyclic_components(edges, &component, &removed));
-    }
-    removed.truncate(n);
-    removed
-}
-
-/// The components of the subgraph of `edges` on `nodes` (less the `removed`) that hold a
-/// cycle, in the ids of `edges`.
-fn cyclic_components(edges: &[Vec<u32>], nodes: &[u32], removed: &[bool]) -> Vec<Vec<u32>> {
-    let kept: Vec<u32> = nodes
-        .iter()
-        .copied()
-        .filter(|&v| !removed[v as usize])
-        .collect();
-    let mut local = HashMap::with_capacity(kept.len());
-    for (i, &v) in kept.iter().enumerate() {
-        local.insert(v, i as u32);
-    }
-    let sub: Vec<Vec<u32>> = kept
-        .iter()
-        .map(|&v| {
-            edges[v as usize]
-                .iter()
-                .filter_map(|w| local.get(w).copied())
-                .collect()
-        })
-        .collect();
-    strongly_connected(&sub)
-        .into_iter()
-        .filter(|c| c.len() > 1 || sub[c[0] as usize].contains(&c[0]))
-        .map(|c| c.into_iter().map(|i| kept[i as usize]).collect())
-        .collect()
-}
-
-/// Whether the call at `at` in `ops` never returns: the operator after it is `unreachable`
-/// (how compilers end a call of a panic or abort handler).
-pub fn never_returns(ops: &[Operator<'_>], at: usize) -> bool {
-    matches!(ops.get(at + 1), Some(Operator::Unreachable))
 }
 
 /// The call graph's edges. Nodes: the functions, then one per canonical signature; a function
@@ -448,9 +289,7 @@ fn strongly_connected(edges: &[Vec<u32>]) -> Vec<Vec<u32>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        cycle_breakers, cyclic_components, strongly_connected, CallGraph, ProfiledCalls, Signatures,
-    };
+    use super::{strongly_connected, CallGraph, Signatures};
 
     fn graph(wat: &str) -> CallGraph {
         let bytes = wat::parse_str(wat).unwrap();
@@ -534,73 +373,5 @@ mod tests {
             .collect();
         sccs.sort();
         assert_eq!(sccs, vec![vec![0, 1, 2], vec![3], vec![4]]);
-    }
-
-    #[test]
-    fn a_cycle_through_a_panic_is_broken_by_the_call_that_never_returns() {
-        // reserve -> grow -> (panic; unreachable) -> fmt -> table -> write -> reserve.
-        let g = graph(
-            r#"(module (type $w (func)) (table 1 funcref) (elem (i32.const 0) $write)
-              (func $reserve (call $grow))
-              (func $grow (call $panic) unreachable)
-              (func $panic (call $fmt))
-              (func $fmt (call_indirect (type $w) (i32.const 0)))
-              (func $write (call $reserve)))"#,
-        );
-        assert!(g.recursive.iter().all(|&r| r), "{:?}", g.recursive);
-        assert!(g.breaks_cycles.iter().all(|&b| !b), "{:?}", g.breaks_cycles);
-        assert!(g.indirect_breaks_cycles.iter().all(|&b| !b));
-    }
-
-    #[test]
-    fn a_cycle_through_a_table_is_broken_at_the_table() {
-        // $drop is in the table and calls through it; $main calls $drop; $f recurses directly.
-        let g = graph(
-            r#"(module (type $d (func (param i32))) (table 1 funcref) (elem (i32.const 0) $drop)
-              (func $main (call $drop (i32.const 0)) (call $f))
-              (func $drop (param i32) (call_indirect (type $d) (local.get 0) (i32.const 0)))
-              (func $f (call $f)))"#,
-        );
-        assert_eq!(g.recursive, vec![false, true, true]);
-        assert_eq!(g.breaks_cycles, vec![false, false, true]);
-        assert_eq!(g.indirect_breaks_cycles, vec![false, true, false]);
-        // A profile that saw $drop called through the table far more often than directly
-        // does not change that: breaking at the function would cost its direct calls too,
-        // and the table's entry is still the least called.
-        let calls = ProfiledCalls {
-            direct: vec![1, 1000, 5],
-            indirect: vec![0, 10, 0],
-        };
-        let g = g.with_cycle_breakers(Some(&calls));
-        assert_eq!(g.indirect_breaks_cycles, vec![false, true, false]);
-    }
-
-    #[test]
-    fn what_breaks_cycles_leaves_none() {
-        // Random graphs: the nodes that break cycles, taken out, leave an acyclic graph.
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
-        for _ in 0..200 {
-            let n = 1 + next(40) as usize;
-            let edges: Vec<Vec<u32>> = (0..n)
-                .map(|_| (0..next(4)).map(|_| next(n as u64) as u32).collect())
-                .collect();
-            let salt = next(1000);
-            let removed = cycle_breakers(&edges, n, |v| {
-                ((u64::from(v) * 2_654_435_761 + salt) % 7, v)
-            });
-            let all: Vec<u32> = (0..n as u32).collect();
-            assert!(cyclic_components(&edges, &all, &removed).is_empty());
-            // Nothing off a cycle is taken out.
-            let on_cycle = cyclic_components(&edges, &all, &vec![false; n]).concat();
-            for v in 0..n as u32 {
-                assert!(!removed[v as usize] || on_cycle.contains(&v));
-            }
-        }
     }
 }

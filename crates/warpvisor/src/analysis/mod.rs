@@ -5,6 +5,6 @@ mod callgraph;
 mod liveness;
 mod postdom;
 
-pub use callgraph::{never_returns, CallGraph, ProfiledCalls, Signatures};
+pub use callgraph::{CallGraph, Signatures};
 pub use liveness::Liveness;
 pub use postdom::post_dominators;

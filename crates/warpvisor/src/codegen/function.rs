@@ -457,7 +457,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                     "WV_G({global_index}) = wv_enc_{sfx}({s}); /* global.set */"
                 ));
             }
-            O::Call { function_index } => self.call(*function_index, false)?,
+            O::Call { function_index } => self.call(*function_index)?,
             O::CallIndirect {
                 type_index,
                 table_index,

@@ -74,9 +74,6 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
         .profile
         .as_ref()
         .map(|p| ProfileIndex::new(module, p));
-    if let Some(p) = &profile {
-        graph = graph.with_cycle_breakers(Some(&p.calls(module)));
-    }
     let constant_slots = ConstantSlots::of(module);
     let ctx = ModuleContext {
         module,

@@ -1,13 +1,10 @@
 //! Which calls of a continuation kernel skip the trampoline.
 //!
 //! A continuation calls a callee as a C function when the device can finish the call without
-//! leaving the kernel: a fastcall always, and a continuation of the same kernel that does not
-//! break cycles (`CallGraph::breaks_cycles`), from a call site that returns. A call followed by
-//! `unreachable` (a panic's) always goes through the trampoline: every call cycle runs through
-//! such a call or through a function that breaks cycles, so the chain of C calls is no deeper
-//! than the call graph, and devices without recursion compile it. Only
-//! when such a callee yields does the caller save its live values and return to the trampoline
-//! (`function/continuation.rs`, `yield_call`). A `call_indirect`
+//! leaving the kernel: a fastcall always, and a continuation of the same kernel that lies on no
+//! call cycle (the chain of such calls is then no deeper than the call graph, so devices without
+//! recursion compile it). Only when such a callee yields does the caller save its live values
+//! and return to the trampoline (`function/continuation.rs`, `yield_call`). A `call_indirect`
 //! decides at run time from the target's kind in the kernel's `wv_callee_kind` table: a fastcall
 //! goes through the signature's `wv_ciS`, a native continuation through `wv_cnS`, anything else
 //! (recursive continuations, imports, functions of other partitions) through the trampoline.
@@ -22,23 +19,19 @@ use crate::analysis::CallGraph;
 const KIND_TRAMPOLINE: u8 = 0;
 /// `wv_callee_kind` of a fastcall of this kernel.
 pub(super) const KIND_FASTCALL: u8 = 1;
-/// `wv_callee_kind` of a continuation of this kernel that breaks no cycle.
+/// `wv_callee_kind` of a continuation of this kernel on no call cycle.
 pub(super) const KIND_NATIVE: u8 = 2;
 
 /// How the continuations of one kernel (or partition) reach callees without the trampoline.
 #[derive(Debug, Default)]
 pub(crate) struct NativeCalls {
-    /// Per function: a continuation of this kernel that breaks no cycle, called as a C
-    /// function from call sites that return.
+    /// Per function: a continuation of this kernel on no call cycle, called as a C function.
     pub callees: Vec<bool>,
-    /// Per function: one of [`Self::callees`] that a `call_indirect` may call as a C function
-    /// too (not one that breaks a cycle through a table).
-    pub indirect_callees: Vec<bool>,
     /// Signatures that continuations of this kernel `call_indirect` and that have fastcall
     /// targets: their sites call `wv_ciS` for such a target.
     pub fast_sigs: BTreeSet<u32>,
     /// Signatures that continuations of this kernel `call_indirect` and that have targets among
-    /// [`Self::indirect_callees`]: their sites call `wv_cnS` for such a target.
+    /// [`Self::callees`]: their sites call `wv_cnS` for such a target.
     pub native_sigs: BTreeSet<u32>,
 }
 
@@ -54,7 +47,6 @@ impl NativeCalls {
         let imported = ctx.module.imported_funcs;
         let mut plan = NativeCalls {
             callees: vec![false; ctx.module.funcs.len()],
-            indirect_callees: vec![false; ctx.module.funcs.len()],
             ..Default::default()
         };
         if options.native_calls() {
@@ -62,8 +54,7 @@ impl NativeCalls {
         }
         for &f in bodies {
             let f = f as usize;
-            plan.callees[f] = f >= imported && graph.yields[f] && !graph.breaks_cycles[f];
-            plan.indirect_callees[f] = plan.callees[f] && !graph.indirect_breaks_cycles[f];
+            plan.callees[f] = f >= imported && graph.yields[f] && !graph.recursive[f];
         }
         for &f in bodies.iter().filter(|&&f| graph.yields[f as usize]) {
             for &sig in &graph.indirect[f as usize] {
@@ -71,7 +62,7 @@ impl NativeCalls {
                 if targets.iter().any(|&t| !graph.yields[t as usize]) {
                     plan.fast_sigs.insert(sig);
                 }
-                if targets.iter().any(|&t| plan.indirect_callees[t as usize]) {
+                if targets.iter().any(|&t| plan.callees[t as usize]) {
                     plan.native_sigs.insert(sig);
                 }
             }
@@ -84,7 +75,7 @@ impl NativeCalls {
     pub(super) fn kind_table(&self, graph: &CallGraph, fastcalls: &BTreeSet<u32>) -> String {
         let kinds: Vec<String> = (0..self.callees.len())
             .map(|f| {
-                let kind = if self.indirect_callees[f] {
+                let kind = if self.callees[f] {
                     KIND_NATIVE
                 } else if !graph.yields[f] && fastcalls.contains(&(f as u32)) {
                     KIND_FASTCALL
@@ -114,7 +105,7 @@ impl NativeCalls {
             native_dispatch_signature(sig)
         );
         for &t in ctx.graph.indirect_targets(sig) {
-            if self.indirect_callees[t as usize] {
+            if self.callees[t as usize] {
                 let _ = writeln!(out, "    case {t}u: wv_k{t}(WV_CTX_ARGS); return;");
             }
         }

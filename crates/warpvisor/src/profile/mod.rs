@@ -13,7 +13,6 @@ use std::path::Path;
 
 use wasmparser::Operator;
 
-use crate::analysis::ProfiledCalls;
 use crate::frontend::Module;
 
 /// The `format` field of a profile file.
@@ -313,38 +312,6 @@ impl<'p> ProfileIndex<'p> {
                 .collect(),
             jobs: profile.jobs.max(1),
         }
-    }
-
-    /// How often each function of `module` was called, directly and as a `call_indirect`'s
-    /// target counted apart.
-    pub fn calls(&self, module: &Module<'_>) -> ProfiledCalls {
-        let n = module.funcs.len();
-        let mut calls = ProfiledCalls {
-            direct: vec![0; n],
-            indirect: vec![0; n],
-        };
-        let add = |v: &mut Vec<u64>, f: u32, k: u64| {
-            if let Some(c) = v.get_mut(f as usize) {
-                *c = c.saturating_add(k);
-            }
-        };
-        for s in self.by_site.values() {
-            let op = self
-                .sites
-                .op_of(s.func, s.site)
-                .and_then(|at| module.body(s.func)?.ops.get(at as usize));
-            match op {
-                Some(Operator::Call { function_index }) => {
-                    add(&mut calls.direct, *function_index, s.calls)
-                }
-                _ => {
-                    for t in &s.targets {
-                        add(&mut calls.indirect, t.func, t.calls);
-                    }
-                }
-            }
-        }
-        calls
     }
 
     /// What the call at operator `op_index` of `func` did (`None`: it never ran).

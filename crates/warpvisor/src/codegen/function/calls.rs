@@ -9,7 +9,6 @@ use wasmparser::ValType;
 
 use super::continuation::NativeCall;
 use super::{sanitize_comment, FunctionEmitter, KIND_FASTCALL, KIND_NATIVE};
-use crate::analysis;
 use crate::codegen::{devirt, tuple_name, CodegenError};
 
 impl FunctionEmitter<'_, '_> {
@@ -64,9 +63,7 @@ impl FunctionEmitter<'_, '_> {
         Some(sites.id(self.func, site))
     }
 
-    /// `call callee`, or a `call_indirect` that always calls `callee` (`via_table`: what may be
-    /// called natively is then what a `call_indirect` may call so).
-    pub(super) fn call(&mut self, callee: u32, via_table: bool) -> Result<(), CodegenError> {
+    pub(super) fn call(&mut self, callee: u32) -> Result<(), CodegenError> {
         let ty = self.ctx.module.func_type(callee).clone();
         let name = self.ctx.module.func_display_name(callee);
         let comment = format!("/* call {} */", sanitize_comment(&name));
@@ -83,11 +80,7 @@ impl FunctionEmitter<'_, '_> {
             return Err(self.internal("fastcall calls a yielding function"));
         }
         let args = self.call_args(ty.params());
-        let callees = match via_table {
-            true => &self.native.indirect_callees,
-            false => &self.native.callees,
-        };
-        let native = (callees[callee as usize] && self.call_returns()).then(|| NativeCall {
+        let native = self.native.callees[callee as usize].then(|| NativeCall {
             call: format!("wv_k{callee}(WV_CTX_ARGS)"),
             guard: None,
         });
@@ -99,16 +92,6 @@ impl FunctionEmitter<'_, '_> {
             ty.results(),
             &comment,
         )
-    }
-
-    /// Whether the call being translated may return: one followed by `unreachable` (a panic's)
-    /// goes through the trampoline even to a continuation called natively elsewhere, which
-    /// breaks the call cycles that run through panics (`codegen/native.rs`).
-    fn call_returns(&self) -> bool {
-        self.ctx
-            .module
-            .body(self.func)
-            .is_none_or(|b| !analysis::never_returns(&b.ops, self.op_index))
     }
 
     /// The function a `call_indirect` of canonical signature `sig` on `table` always calls
@@ -157,7 +140,7 @@ impl FunctionEmitter<'_, '_> {
             self.line(&format!(
                 "/* call_indirect (type {type_index}): slot {slot} of table {table} never changes */"
             ));
-            return self.call(target, true);
+            return self.call(target);
         }
         let index = self.pop()?;
         self.uses_callee = true;
@@ -190,13 +173,10 @@ impl FunctionEmitter<'_, '_> {
                     "if (wv_callee_kind[callee] == {KIND_FASTCALL}) {{ {code} WV_AFTER_CALL(); goto wv_called_{joined}; }} /* a fastcall */"
                 ));
             }
-            let native =
-                (self.native.native_sigs.contains(&sig) && self.call_returns()).then(|| {
-                    NativeCall {
-                        call: format!("wv_cn{sig}(WV_CTX_ARGS, callee)"),
-                        guard: Some(format!("wv_callee_kind[callee] == {KIND_NATIVE}")),
-                    }
-                });
+            let native = self.native.native_sigs.contains(&sig).then(|| NativeCall {
+                call: format!("wv_cn{sig}(WV_CTX_ARGS, callee)"),
+                guard: Some(format!("wv_callee_kind[callee] == {KIND_NATIVE}")),
+            });
             self.yield_call(
                 "callee",
                 native,

@@ -252,18 +252,9 @@ impl FunctionEmitter<'_, '_> {
         );
         let frame_words = 3 + self.saved_words.max(params.len());
         if self.cps {
-            // Readers of a kernel see why a call of this function goes through the trampoline.
-            let f = self.func as usize;
-            let cycle = if self.ctx.graph.breaks_cycles[f] {
-                " (called through the trampoline: it breaks a call cycle)"
-            } else if self.ctx.graph.indirect_breaks_cycles[f] {
-                " (call_indirect calls it through the trampoline: it breaks a call cycle)"
-            } else {
-                ""
-            };
             let _ = writeln!(
                 out,
-                "/* func {} \"{name}\" {sig}: continuation{cycle}, frame of {frame_words} words */",
+                "/* func {} \"{name}\" {sig}: continuation, frame of {frame_words} words */",
                 self.func
             );
             // With direct calls the trampoline enters the body through `wv_k{N}` below, which
