@@ -894,30 +894,13 @@ WV_FN double wv_f64_quiet(double r) { return wv_f64_isnan(r) ? r + r : r; }
 #define wv_f32_quiet(r) (r)
 #define wv_f64_quiet(r) (r)
 #endif
-#if WV_QUIET_ARITHMETIC && defined(__clang__) && defined(__x86_64__)
-/* On an x86 CPU device compiled by clang (PoCL), add, sub and mul need no check: their operands
- * pass through an empty asm statement, so the compiler cannot know either is a constant and
- * has no `x * 1.0`, `x - 0.0`, `x + -0.0` or `-0.0 - x` to fold; the hardware's own result is
- * then a quiet NaN. The statement costs no instruction and, unlike a check, adds nothing to
- * the dependency chain. Division keeps its check: hiding a constant divisor would also turn
- * `x / 2.0` into a real division instead of `x * 0.5`. */
-WV_FN float wv_f32_opaque(float x) { __asm__("" : "+x"(x)); return x; }
-WV_FN double wv_f64_opaque(double x) { __asm__("" : "+x"(x)); return x; }
-#define wv_f32_add(a, b) (wv_f32_opaque(a) + wv_f32_opaque(b))
-#define wv_f32_sub(a, b) (wv_f32_opaque(a) - wv_f32_opaque(b))
-#define wv_f32_mul(a, b) (wv_f32_opaque(a) * wv_f32_opaque(b))
-#define wv_f64_add(a, b) (wv_f64_opaque(a) + wv_f64_opaque(b))
-#define wv_f64_sub(a, b) (wv_f64_opaque(a) - wv_f64_opaque(b))
-#define wv_f64_mul(a, b) (wv_f64_opaque(a) * wv_f64_opaque(b))
-#else
 #define wv_f32_add(a, b) wv_f32_quiet((a) + (b))
 #define wv_f32_sub(a, b) wv_f32_quiet((a) - (b))
 #define wv_f32_mul(a, b) wv_f32_quiet((a) * (b))
+#define wv_f32_div(a, b) wv_f32_quiet((a) / (b))
 #define wv_f64_add(a, b) wv_f64_quiet((a) + (b))
 #define wv_f64_sub(a, b) wv_f64_quiet((a) - (b))
 #define wv_f64_mul(a, b) wv_f64_quiet((a) * (b))
-#endif
-#define wv_f32_div(a, b) wv_f32_quiet((a) / (b))
 #define wv_f64_div(a, b) wv_f64_quiet((a) / (b))
 /* min and max of a NaN are a NaN, quiet: `a + b` is not enough where the device compiler folds
  * `a + -0.0` to `a` (f32.min(x, -0.0) once returned a signalling x on PoCL). */
