@@ -137,21 +137,6 @@ impl Server for ThreadServer<'_> {
     }
 }
 
-/// Serves `requests` with `workers` threads, each taking the next request, until `min_time`
-/// has passed: `serve` turns a request into a reply.
-pub fn on_threads(
-    requests: &[Vec<u8>],
-    workers: usize,
-    min_time: Duration,
-    serve: &(dyn Fn(&[u8]) -> JobResult + Sync),
-) -> Served {
-    let mut server = ThreadServer::new(requests, workers, serve);
-    let mut served = server.served();
-    // Serving on threads cannot fail.
-    let _ = timed_passes(&mut server, &mut served, min_time);
-    served
-}
-
 /// Every request once, on `workers` threads; replies and latencies in request order.
 fn one_pass(
     requests: &[Vec<u8>],
@@ -261,7 +246,10 @@ mod tests {
     #[test]
     fn thread_pools_keep_request_order_and_time_whole_passes() {
         let requests: Vec<Vec<u8>> = (0..50u8).map(|i| vec![i; i as usize]).collect();
-        let served = on_threads(&requests, 3, Duration::from_millis(20), &echo);
+        let mut pool = ThreadServer::new(&requests, 3, &echo);
+        let served = interleaved(&mut [&mut pool], Duration::from_millis(20), 1)
+            .remove(0)
+            .unwrap();
         let out: Vec<Vec<u8>> = served.replies.iter().map(|r| r.stdout.clone()).collect();
         assert_eq!(out, requests);
         assert_eq!(served.requests % requests.len(), 0);
