@@ -247,6 +247,8 @@ fn kernel_options(kind: BackendKind, gpu: bool, settings: &Settings) -> KernelOp
     };
     options.memory_checks = match settings.memory_checks {
         Some(m) if dialect == Dialect::C => m,
+        // Guard regions where the device allows them (PoCL), settled with the backend.
+        _ if dialect == Dialect::OpenCl => MemoryChecks::Auto,
         _ => MemoryChecks::default_for(&options),
     };
     options

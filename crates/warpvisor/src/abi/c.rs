@@ -177,7 +177,10 @@ fn device_entry(out: &mut String, qualifier: &str, space: &str, name: &str, vm: 
     for f in FleetAbi::FIELDS {
         let _ = write!(out, " fl.{0} = {0};", f.name);
     }
-    let _ = writeln!(out, "\n  {run}(&fl, vm);\n}}");
+    let _ = writeln!(
+        out,
+        "\n  if (mem_host != 0) fl.mem = ({space} uint8_t *)(size_t)mem_host;\n  {run}(&fl, vm);\n}}"
+    );
 }
 
 /// The names of the entry parameters in order (what backends pass).
@@ -197,6 +200,6 @@ mod tests {
         for (i, b) in FleetBuffer::ALL.iter().enumerate() {
             assert_eq!(names[i], b.name());
         }
-        assert_eq!(names.len(), FleetBuffer::ALL.len() + 5);
+        assert_eq!(names.len(), FleetBuffer::ALL.len() + 6);
     }
 }

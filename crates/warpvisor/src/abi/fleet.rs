@@ -108,6 +108,10 @@ shared_struct! {
         indirect_calls: u64,
         /// Live values saved in frames at yield points (each restored once).
         saved_words: u64,
+        /// Where a guard-region fault of this VM resumes the device thread running it (OpenCL
+        /// on a CPU device with guard regions): the address of its trampoline's fault point,
+        /// 0 while no trampoline runs it (backend/opencl/guard.rs).
+        unwind: u64,
     }
 }
 
@@ -230,6 +234,10 @@ fleet_abi! {
         stack_words: u32 => U32,
         /// Most frames per VM.
         max_depth: u32 => U32,
+        /// Host address of the memory reservation a CPU device computes in with guard regions
+        /// (OpenCL, `backend/opencl/guard.rs`), which no device buffer could hold; 0 elsewhere,
+        /// where the kernel uses `mem`.
+        mem_host: u64 => U64,
     }
 }
 
@@ -359,6 +367,7 @@ impl FleetShape {
             max_pages: self.layout.max_pages,
             stack_words: self.layout.stack_words,
             max_depth: self.max_depth,
+            mem_host: 0,
         }
     }
 

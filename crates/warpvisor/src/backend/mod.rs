@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::abi::FleetShape;
-use crate::codegen::KernelOptions;
+use crate::codegen::{KernelOptions, MemoryChecks};
 
 /// Why a backend could not build or run a kernel.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +109,12 @@ pub trait Backend: Send + Sync {
     fn watches_writes(&self, options: &KernelOptions) -> bool {
         let _ = options;
         false
+    }
+
+    /// Why kernels built with `options` cannot use guard regions on this backend's device, if
+    /// they cannot (`MemoryChecks::Auto` settles to guard regions where this is `None`).
+    fn guard_regions_unsupported(&self, options: &KernelOptions) -> Option<String> {
+        MemoryChecks::guard_unsupported(options)
     }
 }
 

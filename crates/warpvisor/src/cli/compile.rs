@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::{read_file, FleetArgs};
 use warpvisor::backend::select::BackendKind;
+use warpvisor::codegen::MemoryChecks;
 use warpvisor::{codegen, frontend, work_queue};
 
 /// Arguments of `warpvisor compile`.
@@ -42,6 +43,10 @@ pub fn run(args: CompileArgs) -> anyhow::Result<i32> {
         _ => BackendKind::Cpu,
     };
     let mut options = args.fleet.kernel_for(kind);
+    if options.memory_checks == MemoryChecks::Auto {
+        // No device to ask: guard regions where they apply whatever the device (cpu).
+        options.memory_checks = MemoryChecks::default_for(&options);
+    }
     if let Some(path) = &args.profile {
         options.profile = Some(super::profile::load_profile(path, &binary)?);
     }

@@ -156,8 +156,9 @@ pub struct FleetArgs {
     pub calls: Option<CallMode>,
     /// How kernels keep memory accesses inside each VM's memory: `guard` (guard regions, as
     /// wasmtime: 4 GiB + 32 MiB of address space reserved per VM, accesses without checks, a
-    /// fault becomes the VM's trap; cpu with direct calls and --interleave 0, x86-64 Linux) or
-    /// `explicit` (a check per access; every backend). Default: guard where it applies.
+    /// fault becomes the VM's trap; x86-64 Linux with --interleave 0: cpu with direct calls,
+    /// opencl with continuations on a CPU device such as PoCL), `explicit` (a check per
+    /// access; every backend) or `auto` (guard where the device allows it, the default).
     #[arg(long, value_name = "MODE", value_parser = parse_memory_checks)]
     pub memory_checks: Option<MemoryChecks>,
     /// How a reset learns the pages each VM wrote: `auto` (by the MMU where it can be asked —
@@ -207,9 +208,8 @@ impl FleetArgs {
             profile: None,
             dirty_pages: self.dirty_pages,
         };
-        options.memory_checks = self
-            .memory_checks
-            .unwrap_or_else(|| MemoryChecks::default_for(&options));
+        // `auto` is settled with the backend (`Program::compile`).
+        options.memory_checks = self.memory_checks.unwrap_or(MemoryChecks::Auto);
         options
     }
 

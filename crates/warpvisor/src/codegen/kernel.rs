@@ -41,12 +41,18 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
         )));
     }
     let direct = options.native_calls();
-    if options.memory_checks == MemoryChecks::Guard {
-        if let Some(why) = MemoryChecks::guard_unsupported(options) {
-            return Err(CodegenError::Limit(format!(
-                "{why} (--memory-checks explicit works everywhere)"
-            )));
+    match options.memory_checks {
+        MemoryChecks::Auto => {
+            return Err(CodegenError::Limit(
+                "memory checks `auto` are settled for a backend before a kernel is generated \
+                 (MemoryChecks::settle)"
+                    .into(),
+            ))
         }
+        MemoryChecks::Guard => {
+            MemoryChecks::settle(options, MemoryChecks::guard_unsupported(options))?;
+        }
+        MemoryChecks::Explicit => {}
     }
     let sigs = Signatures::new(module);
     let mut graph = CallGraph::new(module, &sigs);
@@ -307,7 +313,9 @@ fn emit_partition(
 
     out.push_str("\n/* ---- trampoline: runs a VM until it finishes, traps, makes a hypercall, or needs another partition ---- */\n");
     out.push_str("WV_FUNC void wv_trampoline(wv_fleet *f, uint32_t vm) {\n");
-    out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  WV_TRAMPOLINE_ENTER();\n");
+    out.push_str(
+        "  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  WV_TRAMPOLINE_ENTER();\n  WV_FAULT_POINT();\n",
+    );
     out.push_str("  while (v->status == WV_RUNNING) {\n");
     out.push_str("    uint32_t fid = (uint32_t)WV_STK(v->fp + 1);\n");
     out.push_str("    switch (fid) {\n");
@@ -336,7 +344,7 @@ fn emit_partition(
     } else {
         out.push_str("      default: wv_trap(f, vm, WV_TRAP_UNREACHABLE); break;\n");
     }
-    out.push_str("    }\n  }\n  WV_TRAMPOLINE_LEAVE();\n}\n");
+    out.push_str("    }\n  }\n  WV_FAULT_POINT_LEAVE();\n  WV_TRAMPOLINE_LEAVE();\n}\n");
     out.push_str(&abi::c::entry_points(options.dialect));
     check_kernel_size(&out, || "all of it".into())?;
     Ok(out)

@@ -150,8 +150,15 @@ pub enum MemoryChecks {
     /// [`GUARD_STRIDE`](crate::layout::GUARD_STRIDE) bytes of which only the current size is
     /// accessible, so an access outside it faults and the fault becomes that VM's
     /// `memory_out_of_bounds` trap; accesses carry no check (those with static offsets beyond
-    /// the guard still do). Host C with contiguous memories and direct calls, on x86-64 Linux.
+    /// the guard still do). Host C with contiguous memories and direct calls, and OpenCL C
+    /// with contiguous memories and continuations on a CPU device computing in host memory
+    /// (PoCL), on x86-64 Linux.
     Guard,
+    /// Guard regions where the backend's device allows them, explicit checks elsewhere:
+    /// settled by [`Program::compile`](crate::vmm::Program::compile) with the backend
+    /// ([`Backend::guard_regions_unsupported`](crate::backend::Backend::guard_regions_unsupported))
+    /// before anything is generated.
+    Auto,
 }
 
 impl MemoryChecks {
@@ -160,6 +167,7 @@ impl MemoryChecks {
         match self {
             MemoryChecks::Explicit => "explicit",
             MemoryChecks::Guard => "guard",
+            MemoryChecks::Auto => "auto",
         }
     }
 
@@ -168,36 +176,62 @@ impl MemoryChecks {
         match name {
             "explicit" => Some(MemoryChecks::Explicit),
             "guard" => Some(MemoryChecks::Guard),
+            "auto" => Some(MemoryChecks::Auto),
             _ => None,
         }
     }
 
-    /// The default for `options`: guard regions where they apply, explicit checks elsewhere.
+    /// The default for `options` where no device is known: guard regions where they apply
+    /// to host C (the `cpu` backend), explicit checks elsewhere.
     pub fn default_for(options: &KernelOptions) -> Self {
-        match MemoryChecks::guard_unsupported(options) {
-            None => MemoryChecks::Guard,
-            Some(_) => MemoryChecks::Explicit,
+        match options.dialect == Dialect::C && MemoryChecks::guard_unsupported(options).is_none() {
+            true => MemoryChecks::Guard,
+            false => MemoryChecks::Explicit,
         }
     }
 
-    /// Why `options` cannot use guard regions on this host, if they cannot.
+    /// Why `options` cannot use guard regions on this host, if they cannot, whatever the
+    /// device (an OpenCL device must also compute in host memory on this CPU:
+    /// `Backend::guard_regions_unsupported`).
     pub fn guard_unsupported(options: &KernelOptions) -> Option<String> {
         if !cfg!(all(target_arch = "x86_64", target_os = "linux")) {
             return Some("guard regions need an x86-64 Linux host".into());
         }
-        if options.dialect != Dialect::C {
-            return Some(format!(
-                "guard regions need a kernel in host C (the cpu backend), not {}",
-                options.dialect.name()
-            ));
-        }
         if options.interleave != 0 {
             return Some("guard regions need contiguous memories (--interleave 0)".into());
         }
-        if options.calls != CallMode::Direct {
-            return Some("guard regions need direct calls (--calls direct)".into());
+        match options.dialect {
+            Dialect::C if options.calls != CallMode::Direct => {
+                Some("guard regions on cpu need direct calls (--calls direct)".into())
+            }
+            Dialect::C => None,
+            Dialect::OpenCl if options.calls != CallMode::Continuations => {
+                Some("guard regions on opencl need continuations (--calls continuations)".into())
+            }
+            Dialect::OpenCl => None,
+            Dialect::Cuda => Some("guard regions need the cpu or opencl backend, not cuda".into()),
         }
-        None
+    }
+
+    /// `options` with [`MemoryChecks::Auto`] settled: guard regions unless `unsupported`
+    /// (why the backend cannot use them) says otherwise. Guard regions asked for where they
+    /// cannot work are an error naming why.
+    pub fn settle(
+        options: &KernelOptions,
+        unsupported: Option<String>,
+    ) -> Result<KernelOptions, CodegenError> {
+        let mut settled = options.clone();
+        settled.memory_checks = match (options.memory_checks, unsupported) {
+            (MemoryChecks::Auto, None) => MemoryChecks::Guard,
+            (MemoryChecks::Auto, Some(_)) => MemoryChecks::Explicit,
+            (MemoryChecks::Guard, Some(why)) => {
+                return Err(CodegenError::Limit(format!(
+                    "{why} (--memory-checks explicit works everywhere)"
+                )))
+            }
+            (checks, _) => checks,
+        };
+        Ok(settled)
     }
 }
 

@@ -368,7 +368,9 @@ static __attribute__((noinline, noreturn, cold)) void wv_ctx_trap(const wv_ctx *
  * VM's memory_out_of_bounds trap and resumes at wv_fault_unwind. Larger static offsets keep
  * the explicit check. A load's value is kept alive (as wasm2c's FORCE_READ) so that the
  * compiler cannot drop a load that must trap. */
+#if WV_HOST
 #include <sys/mman.h>
+#endif
 #define WV_GUARDED(offset, width) ((uint64_t)(offset) + (width) <= WV_GUARD_BYTES)
 #define WV_KEEP(x) __asm__("" : : "r"(x))
 #define WV_LOAD(dst, conv, addr, offset, width) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
@@ -386,6 +388,7 @@ static __attribute__((noinline, noreturn, cold)) void wv_ctx_trap(const wv_ctx *
   wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
 #define WV_STORE_MARKED(addr, offset, width, value) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
   wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
+#if WV_HOST
 /* Makes pages [from, to) of VM `vm`'s memory accessible (from < to) or inaccessible
  * (from > to: pages [to, from)); nonzero when the system refused. */
 WV_FN int wv_guard_resize(const wv_fleet *f, uint32_t vm, uint64_t from, uint64_t to) {
@@ -394,7 +397,35 @@ WV_FN int wv_guard_resize(const wv_fleet *f, uint32_t vm, uint64_t from, uint64_
   return mprotect(wv_mem_base(f, vm) + (lo << 16), (hi - lo) << 16,
                   from < to ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
+#define WV_FAULT_POINT() do { } while (0)
+#define WV_FAULT_POINT_LEAVE() do { } while (0)
 #else
+/* A device computing in host memory (OpenCL on an x86-64 CPU, backend/opencl/guard.rs)
+ * cannot change page protection: a grow or a reset only changes the VM's size, and the host's
+ * fault handler opens a page below that size when the VM first touches it. */
+#define wv_guard_resize(f, vm, from, to) 0
+/* Where a fault outside a VM's memory resumes its device thread: the trampoline's fault point
+ * records its landing's address and the frame, stack and base pointers (rbp, rsp, rbx) in
+ * `wv_fault_` and publishes the record in the VM's control block; the host's handler puts
+ * those four back, sets rsi to the record's address (the statement's input) and returns into
+ * the landing, which traps the VM. Every other register counts as clobbered, so the landing
+ * finds nothing it needs in one. rbx is restored rather than clobbered: LLVM may keep its
+ * frame's base pointer there, which an asm statement must not clobber. An `asm goto`, not
+ * __builtin_setjmp, which OpenCL C cannot call (its buffer's address space). */
+#define WV_FAULT_CLOBBERS "rax", "rcx", "rdx", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", \
+  "r14", "r15", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
+  "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc"
+#define WV_FAULT_POINT() uint64_t wv_fault_[5]; wv_fault_[4] = vm; \
+  __asm__ goto("leaq %l[wv_faulted](%%rip), %%rax\n\tmovq %%rax, 8(%0)\n\tmovq %%rbp, 0(%0)\n\t" \
+               "movq %%rsp, 16(%0)\n\tmovq %%rbx, 24(%0)" : : "S"(wv_fault_) : WV_FAULT_CLOBBERS \
+               : wv_faulted); \
+  v->unwind = (uint64_t)(size_t)wv_fault_; \
+  if (0) { wv_faulted: wv_trap(f, (uint32_t)wv_fault_[4], WV_TRAP_MEMORY_OOB); }
+#define WV_FAULT_POINT_LEAVE() v->unwind = 0
+#endif
+#else
+#define WV_FAULT_POINT() do { } while (0)
+#define WV_FAULT_POINT_LEAVE() do { } while (0)
 /* ea = addr + offset, trapping unless [ea, ea + width) lies in the VM's memory. */
 #define WV_LOAD(dst, conv, addr, offset, width) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
   if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); dst = conv(wv_load_cells(mb, mrow, ea_, (width))); } while (0)
@@ -894,13 +925,30 @@ WV_FN double wv_f64_quiet(double r) { return wv_f64_isnan(r) ? r + r : r; }
 #define wv_f32_quiet(r) (r)
 #define wv_f64_quiet(r) (r)
 #endif
+#if WV_QUIET_ARITHMETIC && defined(__clang__) && defined(__x86_64__)
+/* On an x86 CPU device compiled by clang (PoCL), add, sub and mul need no check: their operands
+ * pass through an empty asm statement, so the compiler cannot know either is a constant and
+ * has no `x * 1.0`, `x - 0.0`, `x + -0.0` or `-0.0 - x` to fold; the hardware's own result is
+ * then a quiet NaN. The statement costs no instruction and, unlike a check, adds nothing to
+ * the dependency chain. Division keeps its check: hiding a constant divisor would also turn
+ * `x / 2.0` into a real division instead of `x * 0.5`. */
+WV_FN float wv_f32_opaque(float x) { __asm__("" : "+x"(x)); return x; }
+WV_FN double wv_f64_opaque(double x) { __asm__("" : "+x"(x)); return x; }
+#define wv_f32_add(a, b) (wv_f32_opaque(a) + wv_f32_opaque(b))
+#define wv_f32_sub(a, b) (wv_f32_opaque(a) - wv_f32_opaque(b))
+#define wv_f32_mul(a, b) (wv_f32_opaque(a) * wv_f32_opaque(b))
+#define wv_f64_add(a, b) (wv_f64_opaque(a) + wv_f64_opaque(b))
+#define wv_f64_sub(a, b) (wv_f64_opaque(a) - wv_f64_opaque(b))
+#define wv_f64_mul(a, b) (wv_f64_opaque(a) * wv_f64_opaque(b))
+#else
 #define wv_f32_add(a, b) wv_f32_quiet((a) + (b))
 #define wv_f32_sub(a, b) wv_f32_quiet((a) - (b))
 #define wv_f32_mul(a, b) wv_f32_quiet((a) * (b))
-#define wv_f32_div(a, b) wv_f32_quiet((a) / (b))
 #define wv_f64_add(a, b) wv_f64_quiet((a) + (b))
 #define wv_f64_sub(a, b) wv_f64_quiet((a) - (b))
 #define wv_f64_mul(a, b) wv_f64_quiet((a) * (b))
+#endif
+#define wv_f32_div(a, b) wv_f32_quiet((a) / (b))
 #define wv_f64_div(a, b) wv_f64_quiet((a) / (b))
 /* min and max of a NaN are a NaN, quiet: `a + b` is not enough where the device compiler folds
  * `a + -0.0` to `a` (f32.min(x, -0.0) once returned a signalling x on PoCL). */

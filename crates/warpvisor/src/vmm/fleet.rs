@@ -165,12 +165,15 @@ impl Fleet {
                 MAX_GUARDED_BYTES / GUARD_STRIDE
             )));
         }
-        let total: u64 = FleetBuffer::ALL.iter().map(|b| shape.bytes(*b)).sum();
-        let largest = FleetBuffer::ALL
-            .iter()
-            .map(|b| shape.bytes(*b))
-            .max()
-            .unwrap_or(0);
+        // A guarded memory is host address space, not a device buffer (checked above).
+        let device_bytes = || {
+            FleetBuffer::ALL
+                .iter()
+                .filter(|&&b| !(shape.layout.guard_regions && b == FleetBuffer::Mem))
+                .map(|&b| shape.bytes(b))
+        };
+        let total: u64 = device_bytes().sum();
+        let largest = device_bytes().max().unwrap_or(0);
         let kernel = program
             .kernels
             .first()

@@ -128,6 +128,10 @@ extern "C" fn on_fault(
         if take_as_trap(info, context) {
             return;
         }
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if crate::backend::opencl::take_guard_fault(info, context) {
+            return;
+        }
         chain(signal, info, context);
     }
 }

@@ -28,6 +28,12 @@ pub use direct::{NATIVE_BYTES_PER_STACK_WORD, WORKER_STACK_BYTES};
 /// `wv_reset_launch` (same parameters).
 pub type LaunchFn = unsafe extern "C" fn(*mut HostLaunch, u32, u32, u32);
 
+/// Installs the process's guard-fault handler (`guard.rs`; it also serves guarded OpenCL
+/// fleets, `opencl/guard.rs`) once; an error when the system refused.
+pub(crate) fn install_fault_handler() -> Result<(), BackendError> {
+    guard::install()
+}
+
 /// Whether kernels built with `options` leave finding the pages VMs wrote to their fleet's
 /// write watch (`backend/write_watch.rs`) instead of marking them at every store: guard regions, and a
 /// host that can watch writes.

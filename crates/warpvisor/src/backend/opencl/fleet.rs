@@ -29,6 +29,7 @@ use opencl3::memory::{
 };
 use opencl3::types::{cl_mem, cl_uint, CL_BLOCKING, CL_NON_BLOCKING};
 
+use super::guard::GuardedMemory;
 use super::host_calls::SvmStorage;
 use super::watched::{SizeBefore, WatchedMemory};
 use super::Shared;
@@ -48,6 +49,10 @@ pub(super) struct ClFleet {
     /// The memory buffer's storage when the MMU finds the pages VMs write (`watched.rs`);
     /// declared after the buffers, so freed after them.
     watched: Option<WatchedMemory>,
+    /// With guard regions (`guard.rs`): the memories, which no buffer holds (the kernel gets
+    /// their address), and the control blocks' storage; after the watch, which may cover
+    /// the memories.
+    guarded: Option<GuardedMemory>,
     /// Where each buffer is mapped into the host while the host works on it (CPU devices in
     /// host memory only), until the next launch.
     mapped: Vec<Option<NonNull<u8>>>,
@@ -92,23 +97,46 @@ impl ClFleet {
             true => Some(SvmStorage::new(&shared.context, shape)?),
             false => None,
         };
-        let watched = match watch_writes {
-            true => Some(WatchedMemory::new(
-                shape.bytes(FleetBuffer::Mem),
+        let guarded = match shape.layout.guard_regions {
+            true => Some(GuardedMemory::new(
                 shape.layout.num_vms,
+                shape.layout.mem_stride(),
+                shape.bytes(FleetBuffer::Vms),
             )?),
             false => None,
         };
+        let watched = match (watch_writes, &guarded) {
+            (false, _) => None,
+            // SAFETY: the reservation outlives the watch (declared after it in the fleet).
+            (true, Some(g)) => Some(unsafe {
+                WatchedMemory::over(
+                    g.base().as_ptr(),
+                    shape.bytes(FleetBuffer::Mem),
+                    shape.layout.num_vms,
+                )
+            }?),
+            (true, None) => Some(WatchedMemory::new(
+                shape.bytes(FleetBuffer::Mem),
+                shape.layout.num_vms,
+            )?),
+        };
         let mut buffers = Vec::with_capacity(FleetBuffer::ALL.len());
         for &b in FleetBuffer::ALL {
-            let bytes = shape.bytes(b);
+            let bytes = match (&guarded, b) {
+                // The kernel computes in the reservation (`mem_host`): a placeholder.
+                (Some(_), FleetBuffer::Mem) => 1,
+                _ => shape.bytes(b),
+            };
             let len = usize::try_from(bytes).map_err(|_| BackendError::OutOfMemory { bytes })?;
-            let (flags, host) = match (&svm, &watched) {
-                (Some(svm), _) => (
+            let (flags, host) = match (&svm, &watched, &guarded) {
+                (Some(svm), _, _) => (
                     CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
                     svm.block(b).as_ptr().cast(),
                 ),
-                (None, Some(w)) if b == FleetBuffer::Mem => {
+                (None, _, Some(g)) if b == FleetBuffer::Vms => {
+                    (CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, g.controls().cast())
+                }
+                (None, Some(w), None) if b == FleetBuffer::Mem => {
                     (CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, w.base().cast())
                 }
                 _ => (CL_MEM_READ_WRITE, std::ptr::null_mut()),
@@ -137,7 +165,7 @@ impl ClFleet {
         } else {
             // A watched memory is a fresh mapping: zeros already, and filling it would make
             // every page written.
-            let fresh = watched.as_ref().map(|_| FleetBuffer::Mem);
+            let fresh = (watched.is_some() || guarded.is_some()).then_some(FleetBuffer::Mem);
             zero_on_device(&shared, shape, &mut buffers, &blobs, fresh)?;
         }
         let mut fleet = ClFleet {
@@ -147,9 +175,21 @@ impl ClFleet {
             buffers,
             svm,
             watched,
+            guarded,
             traffic: Traffic::default(),
         };
-        if let Some(w) = &fleet.watched {
+        if let Some(g) = &fleet.guarded {
+            // The fault handler reads sizes and fault points where the host put the control
+            // blocks: the device must compute in them, not in a copy.
+            let controls = g.controls();
+            if fleet.host_view(FleetBuffer::Vms)?.as_ptr() != controls {
+                return Err(BackendError::Launch(
+                    "the device keeps a copy of host memory it was given, so guard faults \
+                     cannot be told apart; run with --memory-checks explicit"
+                        .into(),
+                ));
+            }
+        } else if let Some(w) = &fleet.watched {
             // The watch sees the device's stores only if the device computes in the mapping
             // itself, not in a copy it synchronises at maps: a mapping of the buffer must be
             // the host pointer it was made over.
@@ -167,9 +207,9 @@ impl ClFleet {
 
     /// Before a reset launch of a watched fleet: puts the pages each resetting VM wrote (below
     /// its size now) into the dirty-page map, which the reset kernel restores and clears.
-    /// Returns the resetting VMs and their sizes (none without a watch).
+    /// Returns the resetting VMs and their sizes (none without a watch or guard regions).
     pub(super) fn collect_written_pages(&mut self) -> Result<Vec<SizeBefore>, BackendError> {
-        if self.watched.is_none() {
+        if self.watched.is_none() && self.guarded.is_none() {
             return Ok(Vec::new());
         }
         let resetting: Vec<SizeBefore> = self
@@ -179,6 +219,9 @@ impl ClFleet {
             .filter(|(_, c)| c.status == status::RESET)
             .map(|(vm, c)| (vm as u32, c.mem_pages.min(self.shape.layout.max_pages)))
             .collect();
+        if self.watched.is_none() {
+            return Ok(resetting);
+        }
         let dirty = self.host_view(FleetBuffer::Dirty)?.as_ptr();
         let stride = self.shape.layout.mem_stride();
         if let Some(w) = self.watched.as_mut() {
@@ -212,6 +255,27 @@ impl ClFleet {
         if let Some(w) = self.watched.as_mut() {
             // SAFETY: sizes are at most the maximum, which the stride holds.
             unsafe { w.protect(stride, &sizes)? };
+        }
+        Ok(())
+    }
+
+    /// After a reset launch of a guarded fleet: makes inaccessible again the pages each VM of
+    /// `resetting` had above its size now (the reset only changes sizes; the device cannot
+    /// take access away), on the host's one thread, as `cpu` does.
+    pub(super) fn close_shrunk_memories(
+        &mut self,
+        resetting: &[SizeBefore],
+    ) -> Result<(), BackendError> {
+        if self.guarded.is_none() || resetting.is_empty() {
+            return Ok(());
+        }
+        let controls = self.controls()?;
+        let stride = self.shape.layout.mem_stride();
+        if let Some(g) = &self.guarded {
+            for &(vm, was) in resetting {
+                let now = controls.get(vm as usize).map_or(0, |c| c.mem_pages);
+                g.close(vm, stride, now, was)?;
+            }
         }
         Ok(())
     }
@@ -278,7 +342,7 @@ impl ClFleet {
         }
         for &b in buffers {
             let i = slot(b);
-            if self.mapped[i].is_some() {
+            if self.mapped[i].is_some() || (b == FleetBuffer::Mem && self.guarded.is_some()) {
                 continue;
             }
             let mut host: cl_mem = std::ptr::null_mut();
@@ -313,6 +377,9 @@ impl ClFleet {
     /// The host address of `buffer`, mapping the whole buffer for reading and writing first
     /// if it is not mapped (one blocking round trip, then none until the next launch).
     fn host_view(&mut self, buffer: FleetBuffer) -> Result<NonNull<u8>, BackendError> {
+        if let (FleetBuffer::Mem, Some(g)) = (buffer, &self.guarded) {
+            return Ok(g.base());
+        }
         let i = slot(buffer);
         if let Some(host) = self.mapped[i] {
             return Ok(host);
@@ -363,7 +430,11 @@ impl ClFleet {
     /// arguments, which belong to the kernel object) apart.
     pub(super) fn set_args(&self, kernel: &ClKernel, entry: &str) -> Result<(), BackendError> {
         let names = crate::abi::c::param_names();
-        for (i, param) in self.shape.scalars().params().iter().enumerate() {
+        let mut scalars = self.shape.scalars();
+        if let Some(g) = &self.guarded {
+            scalars.mem_host = g.base().as_ptr() as u64;
+        }
+        for (i, param) in scalars.params().iter().enumerate() {
             let index = i as cl_uint;
             // SAFETY: the entries' parameters are these, in this order and with these types
             // (`abi::c::entry_points`): `__global` pointers get buffers, `uint32_t` and

@@ -4,6 +4,31 @@
 //! and runs where no OpenCL is installed, and says why when this backend is asked for.
 
 mod fleet;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod guard;
+/// No guard regions off x86-64 Linux (`MemoryChecks::guard_unsupported`): none is ever made.
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+mod guard {
+    use crate::backend::BackendError;
+    use std::ptr::NonNull;
+    pub(super) enum GuardedMemory {}
+    impl GuardedMemory {
+        pub(super) fn new(_: u32, _: u64, _: u64) -> Result<Self, BackendError> {
+            Err(BackendError::Launch(
+                "guard regions need an x86-64 Linux host".into(),
+            ))
+        }
+        pub(super) fn base(&self) -> NonNull<u8> {
+            match *self {}
+        }
+        pub(super) fn controls(&self) -> *mut u8 {
+            match *self {}
+        }
+        pub(super) fn close(&self, _: u32, _: u64, _: u32, _: u32) -> Result<(), BackendError> {
+            match *self {}
+        }
+    }
+}
 mod host_calls;
 mod program;
 mod watched;
@@ -21,8 +46,10 @@ use super::{
     downcast, Backend, BackendError, DeviceFleet, ImportService, Kernel, LaunchTimes, VmmOnly,
 };
 use crate::abi::{FleetBuffer, FleetShape};
-use crate::codegen::KernelOptions;
+use crate::codegen::{KernelOptions, MemoryChecks};
 use fleet::ClFleet;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+pub(crate) use guard::take_fault as take_guard_fault;
 
 /// One OpenCL device as `warpvisor devices` shows it.
 #[derive(Debug, Clone)]
@@ -222,6 +249,18 @@ impl Backend for OpenClBackend {
 
     fn watches_writes(&self, options: &KernelOptions) -> bool {
         watched::watches_writes(self.shared.host_resident, options)
+    }
+
+    fn guard_regions_unsupported(&self, options: &KernelOptions) -> Option<String> {
+        MemoryChecks::guard_unsupported(options).or_else(|| {
+            (!self.shared.host_resident).then(|| {
+                format!(
+                    "guard regions on opencl need a CPU device computing in host memory \
+                     (PoCL), and {} is not one",
+                    self.info.name
+                )
+            })
+        })
     }
 
     fn load(&self, code: &str, options: &KernelOptions) -> Result<Arc<dyn Kernel>, BackendError> {
@@ -430,6 +469,7 @@ impl Kernel for OpenClKernel {
         let mut times = self.run(&self.reset, "wv_reset", cl, None)?;
         let host = Instant::now();
         cl.watch_new_pages(&resetting)?;
+        cl.close_shrunk_memories(&resetting)?;
         times.execute += collected + host.elapsed();
         Ok(times)
     }

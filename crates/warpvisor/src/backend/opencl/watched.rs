@@ -37,7 +37,9 @@ mod linux {
     /// the watch over it (declared first, so unregistered before the mapping goes).
     pub(in crate::backend::opencl) struct WatchedMemory {
         watch: FleetWatch,
-        mapping: Mapping,
+        /// The mapping it made, or none when it watches a guarded fleet's reservation.
+        _mapping: Option<Mapping>,
+        base: *mut u8,
     }
 
     impl WatchedMemory {
@@ -57,12 +59,39 @@ mod linux {
             let mapping = Mapping::new(pages).map_err(refused)?;
             let watch =
                 FleetWatch::new(mapping.page(0), mapping.len(), num_vms).map_err(refused)?;
-            Ok(WatchedMemory { watch, mapping })
+            Ok(WatchedMemory {
+                watch,
+                base: mapping.page(0),
+                _mapping: Some(mapping),
+            })
+        }
+
+        /// Watches `bytes` at `base` (a guarded fleet's reservation) for `num_vms` VMs.
+        ///
+        /// # Safety
+        /// The memory must outlive the returned value.
+        pub(in crate::backend::opencl) unsafe fn over(
+            base: *mut u8,
+            bytes: u64,
+            num_vms: u32,
+        ) -> Result<Self, BackendError> {
+            let len = usize::try_from(bytes).map_err(|_| BackendError::OutOfMemory { bytes })?;
+            let watch = FleetWatch::new(base, len, num_vms).map_err(|e| {
+                BackendError::Launch(format!(
+                    "cannot watch the fleet's memory for writes ({e}); run with --dirty-pages \
+                     marks (DirtyPages::Marks)"
+                ))
+            })?;
+            Ok(WatchedMemory {
+                watch,
+                _mapping: None,
+                base,
+            })
         }
 
         /// Where the memory buffer's bytes live.
         pub(in crate::backend::opencl) fn base(&self) -> *mut u8 {
-            self.mapping.page(0)
+            self.base
         }
 
         /// Before a reset: sets in `dirty` (the fleet's dirty-page map, a byte per page of the
@@ -84,7 +113,7 @@ mod linux {
                 // (sizes fit the stride); the map has a byte per page of the mapping.
                 unsafe {
                     self.watch.collect(
-                        self.mapping.page(0).add(start as usize),
+                        self.base.add(start as usize),
                         len,
                         dirty.add((start >> DIRTY_PAGE_SHIFT) as usize),
                     )
@@ -111,7 +140,7 @@ mod linux {
                 unsafe {
                     self.watch.protect_up_to(
                         vm,
-                        self.mapping.page(0).add((vm as u64 * stride) as usize),
+                        self.base.add((vm as u64 * stride) as usize),
                         (pages as u64) << 16,
                     )
                 }
@@ -134,6 +163,11 @@ impl WatchedMemory {
         Err(BackendError::Launch(
             "this host cannot watch memory for writes; run with --dirty-pages marks".into(),
         ))
+    }
+    /// # Safety
+    /// Never succeeds.
+    pub(super) unsafe fn over(_: *mut u8, _: u64, _: u32) -> Result<Self, BackendError> {
+        Self::new(0, 0)
     }
     pub(super) fn base(&self) -> *mut u8 {
         match *self {}
