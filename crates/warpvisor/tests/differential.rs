@@ -201,8 +201,9 @@ fn compare(
         calls,
         ..KernelOptions::default()
     };
-    // Guard regions wherever they apply (direct calls, interleave 0): the cpu default.
-    options.memory_checks = MemoryChecks::default_for(&options);
+    // Guard regions wherever the backend allows them (interleave 0 with direct calls on cpu,
+    // with continuations on PoCL): the default.
+    options.memory_checks = MemoryChecks::Auto;
     let program = Program::compile(wasm, &options, common::backend(backend).as_ref())
         .map_err(|e| format!("warpvisor rejects: {e}"))?;
     let program = Arc::new(program);

@@ -122,6 +122,31 @@ pub(crate) fn check_ranges(
     Ok(())
 }
 
+/// Splits `ranges` of a guarded memory buffer (`stride` bytes per VM) at VM boundaries and
+/// calls `each` with every piece, its offset in the caller's bytes and how many of its bytes
+/// lie below its VM's current size (`pages(vm)` pages; the rest is inaccessible).
+pub(crate) fn guarded_pieces(
+    ranges: &[Range<u64>],
+    stride: u64,
+    pages: impl Fn(u32) -> u32,
+    mut each: impl FnMut(Range<u64>, usize, u64) -> Result<(), BackendError>,
+) -> Result<(), BackendError> {
+    let mut at = 0usize;
+    for r in ranges {
+        let mut start = r.start;
+        while start < r.end {
+            let vm = start / stride.max(1);
+            let vm_end = ((vm + 1) * stride).min(r.end);
+            let open_end = vm * stride + ((pages(vm as u32) as u64) << 16);
+            let open = open_end.clamp(start, vm_end) - start;
+            each(start..vm_end, at, open)?;
+            at += (vm_end - start) as usize;
+            start = vm_end;
+        }
+    }
+    Ok(())
+}
+
 /// `ranges` with each range that starts where the one before it ends merged into it: fewer,
 /// larger copies, and the same bytes in the same packed order (so it serves reads and writes).
 pub fn merge_adjacent(ranges: impl IntoIterator<Item = Range<u64>>) -> Vec<Range<u64>> {

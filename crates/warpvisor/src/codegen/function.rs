@@ -454,7 +454,7 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
                 let s = self.pop()?;
                 let sfx = slot_suffix(ty);
                 self.line(&format!(
-                    "WV_G({global_index}) = wv_enc_{sfx}({s}); /* global.set */"
+                    "WV_G_SET({global_index}, wv_enc_{sfx}({s})); /* global.set */"
                 ));
             }
             O::Call { function_index } => self.call(*function_index)?,

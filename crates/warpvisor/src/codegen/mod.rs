@@ -202,11 +202,11 @@ impl MemoryChecks {
         }
         match options.dialect {
             Dialect::C if options.calls != CallMode::Direct => {
-                Some("guard regions on cpu need direct calls (--calls direct)".into())
+                Some("guard regions need direct calls on cpu (--calls direct)".into())
             }
             Dialect::C => None,
             Dialect::OpenCl if options.calls != CallMode::Continuations => {
-                Some("guard regions on opencl need continuations (--calls continuations)".into())
+                Some("guard regions need continuations on opencl (--calls continuations)".into())
             }
             Dialect::OpenCl => None,
             Dialect::Cuda => Some("guard regions need the cpu or opencl backend, not cuda".into()),

@@ -217,8 +217,17 @@ WV_FN void wv_copy_bytes(WV_GLOBAL uint8_t *d, WV_GLOBAL const uint8_t *s, uint6
  * entry shim that starts a VM's fastcalls keeps the context on its stack; with continuations
  * (every device) the trampoline keeps it for as long as it runs the VM, in private memory on
  * the GPU backends. */
+/* A guard fault on a device resumes at the trampoline's landing (WV_FAULT_POINT), which
+ * cannot know the globals the compiler keeps in registers: there every global.set also
+ * writes the VM's copy in the fleet (a guest store through a byte pointer may alias it, so
+ * the write stays ahead of every later guest access), and the context is never written
+ * back. */
+#define WV_GLOBALS_WRITE_THROUGH (WV_GUARD_REGIONS && !WV_HOST)
 typedef struct wv_ctx {
   uint64_t g[WV_NUM_GLOBALS];
+#if WV_GLOBALS_WRITE_THROUGH
+  WV_GLOBAL uint64_t *gw;
+#endif
   wv_fleet *f;
   WV_GLOBAL uint8_t *mb;
   WV_GLOBAL uint8_t *db;
@@ -244,6 +253,9 @@ static void wv_trace_flush(wv_ctx *c);
 #define WV_CTX_LEAVE() wv_ctx_leave(c)
 WV_FN void wv_ctx_enter(wv_ctx *c, wv_fleet *f, uint32_t vm) {
   for (uint32_t g = 0; g < WV_NUM_GLOBALS; g++) c->g[g] = WV_GLB(g);
+#if WV_GLOBALS_WRITE_THROUGH
+  c->gw = &WV_GLB(0); /* interleave 0: the VM's globals are contiguous */
+#endif
   c->f = f;
   c->vm = vm;
   c->mb = wv_mem_base(f, vm);
@@ -265,7 +277,9 @@ WV_FN void wv_ctx_enter(wv_ctx *c, wv_fleet *f, uint32_t vm) {
 WV_FN void wv_ctx_leave(wv_ctx *c) {
   wv_fleet *const f = c->f;
   const uint32_t vm = c->vm;
+#if !WV_GLOBALS_WRITE_THROUGH
   for (uint32_t g = 0; g < WV_NUM_GLOBALS; g++) WV_GLB(g) = c->g[g];
+#endif
 #if WV_TRACE
   /* A trap may leave the rest of its block's reserved records unwritten: keep its id only. */
   if (c->tn && f->vms[vm].status == WV_TRAPPED) c->tn = c->tblk + 1;
@@ -273,6 +287,11 @@ WV_FN void wv_ctx_leave(wv_ctx *c) {
 #endif
 }
 #define WV_G(i) c->g[(i)]
+#if WV_GLOBALS_WRITE_THROUGH
+#define WV_G_SET(i, x) do { uint64_t g_ = (x); c->g[(i)] = g_; c->gw[(i)] = g_; } while (0)
+#else
+#define WV_G_SET(i, x) (c->g[(i)] = (x))
+#endif
 /* Every function keeps its VM's memory view in locals: a store through a byte pointer may
  * alias anything, so reading c->mb at each access would reload it after every store. */
 #define WV_MEM_VIEW() WV_GLOBAL uint8_t *const mb = c->mb; const uint64_t mrow = wv_mem_row(f); \
@@ -403,7 +422,10 @@ WV_FN int wv_guard_resize(const wv_fleet *f, uint32_t vm, uint64_t from, uint64_
 /* A device computing in host memory (OpenCL on an x86-64 CPU, backend/opencl/guard.rs)
  * cannot change page protection: a grow or a reset only changes the VM's size, and the host's
  * fault handler opens a page below that size when the VM first touches it. */
-#define wv_guard_resize(f, vm, from, to) 0
+WV_FN int wv_guard_resize(const wv_fleet *f, uint32_t vm, uint64_t from, uint64_t to) {
+  (void)f; (void)vm; (void)from; (void)to;
+  return 0;
+}
 /* Where a fault outside a VM's memory resumes its device thread: the trampoline's fault point
  * records its landing's address and the frame, stack and base pointers (rbp, rsp, rbx) in
  * `wv_fault_` and publishes the record in the VM's control block; the host's handler puts

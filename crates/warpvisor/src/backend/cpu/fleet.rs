@@ -14,7 +14,7 @@ use crate::abi::codes::status;
 use crate::abi::fleet::controls_as_bytes_mut;
 use crate::abi::{FleetAbi, FleetBuffer, FleetShape, VmControl, DIRTY_PAGE_SHIFT};
 use crate::backend::{
-    check_ranges, gather, scatter, BackendError, DeviceFleet, Traffic, ZeroedBytes,
+    check_ranges, gather, guarded_pieces, scatter, BackendError, DeviceFleet, Traffic, ZeroedBytes,
 };
 use crate::layout::PAGE;
 
@@ -133,30 +133,14 @@ fn guarded_reservation(bytes: usize) -> Result<ZeroedBytes, BackendError> {
 }
 
 impl CpuFleet {
-    /// Splits `ranges` of a guarded memory buffer at VM boundaries and calls `each` with every
-    /// piece, its offset in the caller's bytes and how many of its bytes lie in the VM's
-    /// accessible memory (its current size; the rest is inaccessible).
+    /// [`guarded_pieces`] of this fleet's memory buffer.
     fn guarded_pieces(
         &self,
         ranges: &[Range<u64>],
-        mut each: impl FnMut(Range<u64>, usize, u64) -> Result<(), BackendError>,
+        each: impl FnMut(Range<u64>, usize, u64) -> Result<(), BackendError>,
     ) -> Result<(), BackendError> {
         let stride = self.shape.layout.mem_stride();
-        let mut at = 0usize;
-        for r in ranges {
-            let mut start = r.start;
-            while start < r.end {
-                let vm = start / stride;
-                let vm_end = ((vm + 1) * stride).min(r.end);
-                let pages = self.control(vm as u32).mem_pages;
-                let open_end = vm * stride + pages as u64 * PAGE;
-                let open = open_end.clamp(start, vm_end) - start;
-                each(start..vm_end, at, open)?;
-                at += (vm_end - start) as usize;
-                start = vm_end;
-            }
-        }
-        Ok(())
+        guarded_pieces(ranges, stride, |vm| self.control(vm).mem_pages, each)
     }
 
     /// VM `vm`'s control block as the kernel left it.

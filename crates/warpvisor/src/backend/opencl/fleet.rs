@@ -35,7 +35,9 @@ use super::watched::{SizeBefore, WatchedMemory};
 use super::Shared;
 use crate::abi::fleet::controls_as_bytes_mut;
 use crate::abi::{status, FleetBuffer, FleetShape, KernelParam, ScalarArg, VmControl};
-use crate::backend::{check_ranges, dirty_marks, BackendError, DeviceFleet, Traffic};
+use crate::backend::{
+    check_ranges, dirty_marks, guarded_pieces, BackendError, DeviceFleet, Traffic,
+};
 
 /// The buffers of one fleet on an OpenCL device, in [`FleetBuffer::ALL`]'s order.
 pub(super) struct ClFleet {
@@ -280,6 +282,66 @@ impl ClFleet {
         Ok(())
     }
 
+    /// `read` of guarded memories: bytes beyond a VM's current size read as zeros (what they
+    /// hold: a reset cleared them, or no one wrote them) without touching them; pages below
+    /// it that the VM never touched are opened by the fault handler as the copy reaches them.
+    fn read_guarded(&mut self, ranges: &[Range<u64>], out: &mut [u8]) -> Result<(), BackendError> {
+        let controls = self.controls()?;
+        let base = self.host_view(FleetBuffer::Mem)?.as_ptr() as *const u8;
+        let pages = |vm: u32| controls.get(vm as usize).map_or(0, |c| c.mem_pages);
+        guarded_pieces(
+            ranges,
+            self.shape.layout.mem_stride(),
+            pages,
+            |piece, at, open| {
+                let n = (piece.end - piece.start) as usize;
+                let dst = &mut out[at..at + n];
+                // SAFETY: the first `open` bytes of the piece lie below its VM's size, in the
+                // reservation (`check_ranges`), readable or opened on first touch.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        base.add(piece.start as usize),
+                        dst.as_mut_ptr(),
+                        open as usize,
+                    )
+                };
+                dst[open as usize..].fill(0);
+                Ok(())
+            },
+        )
+    }
+
+    /// `write` into guarded memories: only below each VM's current size.
+    fn write_guarded(&mut self, ranges: &[Range<u64>], data: &[u8]) -> Result<(), BackendError> {
+        let controls = self.controls()?;
+        let base = self.host_view(FleetBuffer::Mem)?.as_ptr();
+        let pages = |vm: u32| controls.get(vm as usize).map_or(0, |c| c.mem_pages);
+        guarded_pieces(
+            ranges,
+            self.shape.layout.mem_stride(),
+            pages,
+            |piece, at, open| {
+                let n = piece.end - piece.start;
+                if open < n {
+                    return Err(BackendError::Launch(format!(
+                        "a write of {n} bytes at byte {} of the memory buffer reaches past its \
+                     VM's memory",
+                        piece.start
+                    )));
+                }
+                // SAFETY: the whole piece lies below its VM's size, in the reservation.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        data[at..].as_ptr(),
+                        base.add(piece.start as usize),
+                        n as usize,
+                    )
+                };
+                Ok(())
+            },
+        )
+    }
+
     /// Every VM's control block, read through the host's view of the buffer.
     fn controls(&mut self) -> Result<Vec<VmControl>, BackendError> {
         let n = self.shape.layout.num_vms as usize;
@@ -469,7 +531,9 @@ impl DeviceFleet for ClFleet {
         out: &mut [u8],
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, out.len())?;
-        if !out.is_empty() {
+        if buffer == FleetBuffer::Mem && self.guarded.is_some() {
+            self.read_guarded(ranges, out)?;
+        } else if !out.is_empty() {
             if self.shared.host_resident {
                 let host = self.host_view(buffer)?;
                 // SAFETY: `host` maps the whole buffer, and the ranges lie in it.
@@ -492,7 +556,12 @@ impl DeviceFleet for ClFleet {
         data: &[u8],
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, data.len())?;
-        if !data.is_empty() {
+        if buffer == FleetBuffer::Mem && self.guarded.is_some() {
+            self.write_guarded(ranges, data)?;
+            if let Some((marks, ones)) = dirty_marks(&self.shape, buffer, ranges) {
+                self.put(FleetBuffer::Dirty, &marks, &ones)?;
+            }
+        } else if !data.is_empty() {
             self.put(buffer, ranges, data)?;
             // Host writes into a VM's memory mark its dirty pages, as the kernel's stores do.
             if let Some((marks, ones)) = dirty_marks(&self.shape, buffer, ranges) {

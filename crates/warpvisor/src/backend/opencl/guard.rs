@@ -11,8 +11,9 @@
 //!   access run again; or
 //! - beyond it: the VM's `memory_out_of_bounds`. The handler resumes the thread at the fault
 //!   point of the trampoline running that VM (`WV_FAULT_POINT` in the prelude: its landing,
-//!   frame and stack pointers, published in the VM's control block as `unwind`), whose landing
-//!   traps the VM. A fault whose thread does not run under that fault point is not taken.
+//!   frame, stack and base pointers, published in the VM's control block as `unwind`), whose
+//!   landing traps the VM. A fault whose thread does not run under that fault point is not
+//!   taken.
 //!
 //! The reservation is [`GUARD_STRIDE`](crate::layout::GUARD_STRIDE) bytes per VM, far more
 //! than one device buffer may hold: kernels reach it through the `mem_host` parameter.
@@ -29,7 +30,7 @@ const HOST_PAGE: usize = 4096;
 
 /// Guarded fleets the handler serves at once; a fleet past that is refused (with a clear
 /// error naming `--memory-checks explicit`).
-const MAX_FLEETS: usize = 64;
+const MAX_FLEETS: usize = 1024;
 
 /// How far below its fault point a faulting thread's stack pointer may be: the kernel's frames
 /// between the trampoline and the faulting access.

@@ -255,7 +255,7 @@ impl Backend for OpenClBackend {
         MemoryChecks::guard_unsupported(options).or_else(|| {
             (!self.shared.host_resident).then(|| {
                 format!(
-                    "guard regions on opencl need a CPU device computing in host memory \
+                    "guard regions need an OpenCL CPU device computing in host memory \
                      (PoCL), and {} is not one",
                     self.info.name
                 )
