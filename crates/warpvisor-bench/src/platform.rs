@@ -247,7 +247,7 @@ fn kernel_options(kind: BackendKind, gpu: bool, settings: &Settings) -> KernelOp
     };
     options.memory_checks = match settings.memory_checks {
         Some(m) if dialect == Dialect::C => m,
-        // Guard regions where the device allows them (PoCL), settled with the backend.
+        // What the backend offers by default, settled with it (explicit checks on OpenCL).
         _ if dialect == Dialect::OpenCl => MemoryChecks::Auto,
         _ => MemoryChecks::default_for(&options),
     };

@@ -462,8 +462,8 @@ fn globals_set_before_a_fault_are_kept() {
     }
 }
 
-/// `--memory-checks auto` (the CLI's and the bench's default) settles to guard regions on PoCL
-/// and on `cpu` with direct calls, and to explicit checks where they cannot work.
+/// `--memory-checks auto` (the CLI's and the bench's default) settles to guard regions on `cpu`
+/// with direct calls, and to explicit checks where they cannot work and on PoCL.
 #[test]
 fn auto_settles_to_what_the_backend_allows() {
     let wat = r#"(module (memory 1) (func (export "f") (param i32) (result i32) (i32.load (local.get 0))))"#;
@@ -473,10 +473,15 @@ fn auto_settles_to_what_the_backend_allows() {
             .options
             .memory_checks
     };
-    for target in TARGETS {
+    // Guard regions on PoCL only when asked for (docs/opencl.md: differential seeds still
+    // crash in them).
+    for (target, by_default) in [
+        (Target::Cpu, MemoryChecks::Guard),
+        (Target::OpenCl, MemoryChecks::Explicit),
+    ] {
         assert_eq!(
             settled(target, target.options(MemoryChecks::Auto)),
-            MemoryChecks::Guard,
+            by_default,
             "{target:?}"
         );
         let interleaved = KernelOptions {

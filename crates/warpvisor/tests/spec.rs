@@ -50,8 +50,8 @@ fn run_scripts(
         opt_level,
         ..KernelOptions::default()
     };
-    // The backend's defaults: guard regions with contiguous memories on cpu with direct calls
-    // and on PoCL (settled with the backend).
+    // The backend's defaults (settled with the backend): guard regions with contiguous
+    // memories on cpu with direct calls.
     kernel.memory_checks = MemoryChecks::Auto;
     let config = WastConfig {
         backend: common::backend(backend),
@@ -168,40 +168,6 @@ fn spec_suite_on_opencl_interleave_4() {
         0,
         &|name, i| all || i % 2 == 0 || NUMERIC.contains(&name),
         if all { 25_000 } else { 12_000 },
-    );
-}
-
-/// Guard regions on PoCL (what `opencl` runs by default on a CPU device, interleave 0): the
-/// scripts about memory — accesses, growth, bulk operations, segments, traps — and globals,
-/// without PoCL's optimiser as above.
-#[test]
-fn spec_suite_on_opencl_with_guard_regions() {
-    const MEMORY: &[&str] = &[
-        "address.wast",
-        "align.wast",
-        "bulk.wast",
-        "data.wast",
-        "float_memory.wast",
-        "global.wast",
-        "load.wast",
-        "memory.wast",
-        "memory_copy.wast",
-        "memory_fill.wast",
-        "memory_grow.wast",
-        "memory_init.wast",
-        "memory_size.wast",
-        "memory_trap.wast",
-        "store.wast",
-        "traps.wast",
-    ];
-    check_at(
-        "opencl",
-        0,
-        0,
-        CallMode::Continuations,
-        0,
-        &|name, _| MEMORY.contains(&name),
-        5_500,
     );
 }
 

@@ -154,7 +154,7 @@ pub enum MemoryChecks {
     /// with contiguous memories and continuations on a CPU device computing in host memory
     /// (PoCL), on x86-64 Linux.
     Guard,
-    /// Guard regions where the backend's device allows them, explicit checks elsewhere:
+    /// Guard regions where the backend offers them by default, explicit checks elsewhere:
     /// settled by [`Program::compile`](crate::vmm::Program::compile) with the backend
     /// ([`Backend::guard_regions_unsupported`](crate::backend::Backend::guard_regions_unsupported))
     /// before anything is generated.
@@ -213,17 +213,18 @@ impl MemoryChecks {
         }
     }
 
-    /// `options` with [`MemoryChecks::Auto`] settled: guard regions unless `unsupported`
-    /// (why the backend cannot use them) says otherwise. Guard regions asked for where they
-    /// cannot work are an error naming why.
+    /// `options` with [`MemoryChecks::Auto`] settled: guard regions where `by_default` (the
+    /// backend offers them by default), explicit checks elsewhere. Guard regions asked for
+    /// where they cannot work (`unsupported` says why) are an error naming why.
     pub fn settle(
         options: &KernelOptions,
         unsupported: Option<String>,
+        by_default: bool,
     ) -> Result<KernelOptions, CodegenError> {
         let mut settled = options.clone();
         settled.memory_checks = match (options.memory_checks, unsupported) {
-            (MemoryChecks::Auto, None) => MemoryChecks::Guard,
-            (MemoryChecks::Auto, Some(_)) => MemoryChecks::Explicit,
+            (MemoryChecks::Auto, None) if by_default => MemoryChecks::Guard,
+            (MemoryChecks::Auto, _) => MemoryChecks::Explicit,
             (MemoryChecks::Guard, Some(why)) => {
                 return Err(CodegenError::Limit(format!(
                     "{why} (--memory-checks explicit works everywhere)"

@@ -426,23 +426,25 @@ WV_FN int wv_guard_resize(const wv_fleet *f, uint32_t vm, uint64_t from, uint64_
   (void)f; (void)vm; (void)from; (void)to;
   return 0;
 }
-/* Where a fault outside a VM's memory resumes its device thread: the trampoline's fault point
- * records its landing's address and the frame, stack and base pointers (rbp, rsp, rbx) in
- * `wv_fault_` and publishes the record in the VM's control block; the host's handler puts
- * those four back, sets rsi to the record's address (the statement's input) and returns into
- * the landing, which traps the VM. Every other register counts as clobbered, so the landing
- * finds nothing it needs in one. rbx is restored rather than clobbered: LLVM may keep its
- * frame's base pointer there, which an asm statement must not clobber. An `asm goto`, not
- * __builtin_setjmp, which OpenCL C cannot call (its buffer's address space). */
-#define WV_FAULT_CLOBBERS "rax", "rcx", "rdx", "rdi", "r8", "r9", "r10", "r11", "r12", "r13", \
-  "r14", "r15", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
-  "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "memory", "cc"
-#define WV_FAULT_POINT() uint64_t wv_fault_[5]; wv_fault_[4] = vm; \
-  __asm__ goto("leaq %l[wv_faulted](%%rip), %%rax\n\tmovq %%rax, 8(%0)\n\tmovq %%rbp, 0(%0)\n\t" \
-               "movq %%rsp, 16(%0)\n\tmovq %%rbx, 24(%0)" : : "S"(wv_fault_) : WV_FAULT_CLOBBERS \
-               : wv_faulted); \
-  v->unwind = (uint64_t)(size_t)wv_fault_; \
-  if (0) { wv_faulted: wv_trap(f, (uint32_t)wv_fault_[4], WV_TRAP_MEMORY_OOB); }
+/* Where a fault outside a VM's memory resumes its device thread: the trampoline calls
+ * wv_fault_point, a setjmp of its own (OpenCL C cannot call __builtin_setjmp, whose buffer is
+ * in no address space OpenCL C can name, and PoCL links no library setjmp). It records the
+ * callee-saved registers, its stack pointer and return address in `wv_fault_` and returns 0;
+ * the record is published in the VM's control block, and the host's fault handler resumes
+ * the thread as if wv_fault_point returned 1 (backend/opencl/guard.rs), and the trampoline
+ * traps the VM. Declared returns_twice, as setjmp is, so that the compiler keeps nothing the
+ * second return needs where later code could overwrite it (an `asm goto` landing, tried
+ * first, found its frame's spill slots reused). Record: rbx, rbp, r12-r15, rsp, return
+ * address. */
+__attribute__((naked, noinline, returns_twice)) int wv_fault_point(uint64_t *record) {
+  __asm__("movq %rbx, 0(%rdi)\n\tmovq %rbp, 8(%rdi)\n\tmovq %r12, 16(%rdi)\n\t"
+          "movq %r13, 24(%rdi)\n\tmovq %r14, 32(%rdi)\n\tmovq %r15, 40(%rdi)\n\t"
+          "leaq 8(%rsp), %rax\n\tmovq %rax, 48(%rdi)\n\tmovq (%rsp), %rax\n\t"
+          "movq %rax, 56(%rdi)\n\txorl %eax, %eax\n\tret");
+}
+#define WV_FAULT_POINT() uint64_t wv_fault_[8]; \
+  if (wv_fault_point(wv_fault_)) wv_trap(f, vm, WV_TRAP_MEMORY_OOB); \
+  else v->unwind = (uint64_t)(size_t)wv_fault_
 #define WV_FAULT_POINT_LEAVE() v->unwind = 0
 #endif
 #else

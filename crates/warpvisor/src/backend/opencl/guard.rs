@@ -10,10 +10,10 @@
 //!   the reset only change the size, and the handler opens the pages up to it and lets the
 //!   access run again; or
 //! - beyond it: the VM's `memory_out_of_bounds`. The handler resumes the thread at the fault
-//!   point of the trampoline running that VM (`WV_FAULT_POINT` in the prelude: its landing,
-//!   frame, stack and base pointers, published in the VM's control block as `unwind`), whose
-//!   landing traps the VM. A fault whose thread does not run under that fault point is not
-//!   taken.
+//!   point of the trampoline running that VM (`WV_FAULT_POINT` in the prelude: a setjmp of
+//!   the kernel's own, `wv_fault_point`, whose record is published in the VM's control block
+//!   as `unwind`), as if that call returned a second time; the trampoline then traps the VM.
+//!   A fault whose thread does not run under that fault point is not taken.
 //!
 //! The reservation is [`GUARD_STRIDE`](crate::layout::GUARD_STRIDE) bytes per VM, far more
 //! than one device buffer may hold: kernels reach it through the `mem_host` parameter.
@@ -241,9 +241,9 @@ unsafe fn serve(fleet: &Registered, addr: usize, context: *mut libc::c_void) -> 
     resume_at_fault_point(context, point)
 }
 
-/// Makes the interrupted thread continue at the landing of the fault point `point` (the
-/// record `WV_FAULT_POINT` wrote: frame pointer, landing, stack pointer, base pointer), if
-/// its stack is the one that fault point lives on.
+/// Makes the interrupted thread return 1 from the `wv_fault_point` call that wrote the record
+/// `point` (rbx, rbp, r12-r15, stack pointer after the return, return address), as longjmp
+/// does, if its stack is the one that call lives on.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn resume_at_fault_point(context: *mut libc::c_void, point: u64) -> bool {
     let uc = context.cast::<libc::ucontext_t>();
@@ -252,17 +252,29 @@ fn resume_at_fault_point(context: *mut libc::c_void, point: u64) -> bool {
     // live stack — checked below to be this thread's.
     unsafe {
         let record = point as *const u64;
+        let word = |i: usize| record.add(i).read_volatile();
         let regs = &mut (*uc).uc_mcontext.gregs;
         let sp = regs[libc::REG_RSP as usize] as u64;
-        let point_sp = record.add(2).read_volatile();
+        let point_sp = word(6);
         if sp > point_sp || point_sp - sp > MAX_KERNEL_STACK {
             return false;
         }
-        regs[libc::REG_RBP as usize] = record.read_volatile() as i64;
-        regs[libc::REG_RIP as usize] = record.add(1).read_volatile() as i64;
+        for (i, reg) in [
+            libc::REG_RBX,
+            libc::REG_RBP,
+            libc::REG_R12,
+            libc::REG_R13,
+            libc::REG_R14,
+            libc::REG_R15,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            regs[reg as usize] = word(i) as i64;
+        }
         regs[libc::REG_RSP as usize] = point_sp as i64;
-        regs[libc::REG_RBX as usize] = record.add(3).read_volatile() as i64;
-        regs[libc::REG_RSI as usize] = point as i64;
+        regs[libc::REG_RIP as usize] = word(7) as i64;
+        regs[libc::REG_RAX as usize] = 1;
     }
     true
 }
