@@ -122,10 +122,74 @@ pub(crate) fn check_ranges(
     Ok(())
 }
 
+/// Reads `ranges` of guarded memories (`stride` bytes per VM at `base`) into `out`: the bytes
+/// below each VM's size (`pages(vm)` pages) are copied, those beyond it read as zeros (what
+/// they hold: a reset cleared them, or no one wrote them) without being touched.
+///
+/// # Safety
+/// `base` is a guarded memory buffer the ranges lie in (`check_ranges`), each VM's memory
+/// readable below its size (or opened by the fault handler when touched).
+pub(crate) unsafe fn read_guarded(
+    base: *const u8,
+    stride: u64,
+    pages: impl Fn(u32) -> u32,
+    ranges: &[Range<u64>],
+    out: &mut [u8],
+) -> Result<(), BackendError> {
+    guarded_pieces(ranges, stride, pages, |piece, at, open| {
+        let n = (piece.end - piece.start) as usize;
+        let dst = &mut out[at..at + n];
+        // SAFETY: the first `open` bytes of the piece lie below its VM's size, in the buffer
+        // (the caller's contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                base.add(piece.start as usize),
+                dst.as_mut_ptr(),
+                open as usize,
+            )
+        };
+        dst[open as usize..].fill(0);
+        Ok(())
+    })
+}
+
+/// Writes `data` over `ranges` of guarded memories (`stride` bytes per VM at `base`), all of
+/// which must lie below their VM's size (`pages(vm)` pages): a write past it is an error.
+///
+/// # Safety
+/// As [`read_guarded`], writable below each VM's size.
+pub(crate) unsafe fn write_guarded(
+    base: *mut u8,
+    stride: u64,
+    pages: impl Fn(u32) -> u32,
+    ranges: &[Range<u64>],
+    data: &[u8],
+) -> Result<(), BackendError> {
+    guarded_pieces(ranges, stride, pages, |piece, at, open| {
+        let n = piece.end - piece.start;
+        if open < n {
+            return Err(BackendError::Launch(format!(
+                "a write of {n} bytes at byte {} of the memory buffer reaches past its VM's \
+                 memory",
+                piece.start
+            )));
+        }
+        // SAFETY: the whole piece lies below its VM's size, in the buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data[at..].as_ptr(),
+                base.add(piece.start as usize),
+                n as usize,
+            )
+        };
+        Ok(())
+    })
+}
+
 /// Splits `ranges` of a guarded memory buffer (`stride` bytes per VM) at VM boundaries and
 /// calls `each` with every piece, its offset in the caller's bytes and how many of its bytes
 /// lie below its VM's current size (`pages(vm)` pages; the rest is inaccessible).
-pub(crate) fn guarded_pieces(
+fn guarded_pieces(
     ranges: &[Range<u64>],
     stride: u64,
     pages: impl Fn(u32) -> u32,

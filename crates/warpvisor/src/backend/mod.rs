@@ -34,7 +34,7 @@ pub fn write_watch_available() -> bool {
 }
 
 pub(crate) use fleet::dirty_marks;
-pub(crate) use fleet::{check_ranges, downcast, gather, guarded_pieces, scatter};
+pub(crate) use fleet::{check_ranges, downcast, gather, read_guarded, scatter, write_guarded};
 pub use fleet::{merge_adjacent, DeviceFleet, Traffic, VmmOnly};
 pub use zeroed::ZeroedBytes;
 

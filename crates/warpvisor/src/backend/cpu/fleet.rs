@@ -14,7 +14,8 @@ use crate::abi::codes::status;
 use crate::abi::fleet::controls_as_bytes_mut;
 use crate::abi::{FleetAbi, FleetBuffer, FleetShape, VmControl, DIRTY_PAGE_SHIFT};
 use crate::backend::{
-    check_ranges, gather, guarded_pieces, scatter, BackendError, DeviceFleet, Traffic, ZeroedBytes,
+    check_ranges, gather, read_guarded, scatter, write_guarded, BackendError, DeviceFleet, Traffic,
+    ZeroedBytes,
 };
 use crate::layout::PAGE;
 
@@ -133,16 +134,6 @@ fn guarded_reservation(bytes: usize) -> Result<ZeroedBytes, BackendError> {
 }
 
 impl CpuFleet {
-    /// [`guarded_pieces`] of this fleet's memory buffer.
-    fn guarded_pieces(
-        &self,
-        ranges: &[Range<u64>],
-        each: impl FnMut(Range<u64>, usize, u64) -> Result<(), BackendError>,
-    ) -> Result<(), BackendError> {
-        let stride = self.shape.layout.mem_stride();
-        guarded_pieces(ranges, stride, |vm| self.control(vm).mem_pages, each)
-    }
-
     /// VM `vm`'s control block as the kernel left it.
     fn control(&self, vm: u32) -> VmControl {
         let vms = self.buffers[Self::slot(FleetBuffer::Vms)].as_slice();
@@ -305,52 +296,24 @@ impl CpuFleet {
         Ok(())
     }
 
-    /// `read` of a guarded memory buffer: bytes beyond a VM's current size read as zeros
-    /// (what they hold: the reset cleared them, or no one ever wrote them).
+    /// `read` of a guarded memory buffer ([`read_guarded`]).
     fn read_guarded(&mut self, ranges: &[Range<u64>], out: &mut [u8]) -> Result<(), BackendError> {
         let base = self.buffers[Self::slot(FleetBuffer::Mem)].as_mut_ptr() as *const u8;
-        self.guarded_pieces(ranges, |piece, at, open| {
-            let n = (piece.end - piece.start) as usize;
-            let dst = &mut out[at..at + n];
-            // SAFETY: the first `open` bytes of the piece lie in its VM's accessible memory
-            // (the kernel opened its current size), inside the buffer (`check_ranges`).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    base.add(piece.start as usize),
-                    dst.as_mut_ptr(),
-                    open as usize,
-                )
-            };
-            dst[open as usize..].fill(0);
-            Ok(())
-        })?;
+        let stride = self.shape.layout.mem_stride();
+        // SAFETY: the kernel opened each VM's current size of the guarded buffer, which the
+        // ranges lie in (`check_ranges`).
+        unsafe { read_guarded(base, stride, |vm| self.control(vm).mem_pages, ranges, out)? };
         self.traffic.from_device += out.len() as u64;
         self.traffic.transfers += 1;
         Ok(())
     }
 
-    /// `write` into a guarded memory buffer: only within each VM's current size.
+    /// `write` into a guarded memory buffer ([`write_guarded`]).
     fn write_guarded(&mut self, ranges: &[Range<u64>], data: &[u8]) -> Result<(), BackendError> {
         let base = self.buffers[Self::slot(FleetBuffer::Mem)].as_mut_ptr();
-        self.guarded_pieces(ranges, |piece, at, open| {
-            let n = piece.end - piece.start;
-            if open < n {
-                return Err(BackendError::Launch(format!(
-                    "a write of {n} bytes at byte {} of the memory buffer reaches past its \
-                     VM's memory",
-                    piece.start
-                )));
-            }
-            // SAFETY: the whole piece lies in its VM's accessible memory, inside the buffer.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    data[at..].as_ptr(),
-                    base.add(piece.start as usize),
-                    n as usize,
-                )
-            };
-            Ok(())
-        })
+        let stride = self.shape.layout.mem_stride();
+        // SAFETY: as in `read_guarded`.
+        unsafe { write_guarded(base, stride, |vm| self.control(vm).mem_pages, ranges, data) }
     }
 }
 

@@ -36,7 +36,7 @@ use super::Shared;
 use crate::abi::fleet::controls_as_bytes_mut;
 use crate::abi::{status, FleetBuffer, FleetShape, KernelParam, ScalarArg, VmControl};
 use crate::backend::{
-    check_ranges, dirty_marks, guarded_pieces, BackendError, DeviceFleet, Traffic,
+    check_ranges, dirty_marks, read_guarded, write_guarded, BackendError, DeviceFleet, Traffic,
 };
 
 /// The buffers of one fleet on an OpenCL device, in [`FleetBuffer::ALL`]'s order.
@@ -282,64 +282,24 @@ impl ClFleet {
         Ok(())
     }
 
-    /// `read` of guarded memories: bytes beyond a VM's current size read as zeros (what they
-    /// hold: a reset cleared them, or no one wrote them) without touching them; pages below
-    /// it that the VM never touched are opened by the fault handler as the copy reaches them.
+    /// `read` of guarded memories ([`read_guarded`]; the fault handler opens the pages below
+    /// a VM's size that it never touched as the copy reaches them).
     fn read_guarded(&mut self, ranges: &[Range<u64>], out: &mut [u8]) -> Result<(), BackendError> {
         let controls = self.controls()?;
         let base = self.host_view(FleetBuffer::Mem)?.as_ptr() as *const u8;
         let pages = |vm: u32| controls.get(vm as usize).map_or(0, |c| c.mem_pages);
-        guarded_pieces(
-            ranges,
-            self.shape.layout.mem_stride(),
-            pages,
-            |piece, at, open| {
-                let n = (piece.end - piece.start) as usize;
-                let dst = &mut out[at..at + n];
-                // SAFETY: the first `open` bytes of the piece lie below its VM's size, in the
-                // reservation (`check_ranges`), readable or opened on first touch.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        base.add(piece.start as usize),
-                        dst.as_mut_ptr(),
-                        open as usize,
-                    )
-                };
-                dst[open as usize..].fill(0);
-                Ok(())
-            },
-        )
+        // SAFETY: the reservation holds the ranges (`check_ranges`); below each VM's size it
+        // is readable or opened on first touch.
+        unsafe { read_guarded(base, self.shape.layout.mem_stride(), pages, ranges, out) }
     }
 
-    /// `write` into guarded memories: only below each VM's current size.
+    /// `write` into guarded memories ([`write_guarded`]).
     fn write_guarded(&mut self, ranges: &[Range<u64>], data: &[u8]) -> Result<(), BackendError> {
         let controls = self.controls()?;
         let base = self.host_view(FleetBuffer::Mem)?.as_ptr();
         let pages = |vm: u32| controls.get(vm as usize).map_or(0, |c| c.mem_pages);
-        guarded_pieces(
-            ranges,
-            self.shape.layout.mem_stride(),
-            pages,
-            |piece, at, open| {
-                let n = piece.end - piece.start;
-                if open < n {
-                    return Err(BackendError::Launch(format!(
-                        "a write of {n} bytes at byte {} of the memory buffer reaches past its \
-                     VM's memory",
-                        piece.start
-                    )));
-                }
-                // SAFETY: the whole piece lies below its VM's size, in the reservation.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        data[at..].as_ptr(),
-                        base.add(piece.start as usize),
-                        n as usize,
-                    )
-                };
-                Ok(())
-            },
-        )
+        // SAFETY: as in `read_guarded`.
+        unsafe { write_guarded(base, self.shape.layout.mem_stride(), pages, ranges, data) }
     }
 
     /// Every VM's control block, read through the host's view of the buffer.
