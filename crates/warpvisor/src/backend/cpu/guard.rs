@@ -50,7 +50,7 @@ thread_local! {
 static PREVIOUS: OnceLock<Result<libc::sigaction, String>> = OnceLock::new();
 
 /// Installs the fault handler once per process; an error when the system refused.
-pub(super) fn install() -> Result<(), BackendError> {
+pub(crate) fn install() -> Result<(), BackendError> {
     let installed = PREVIOUS.get_or_init(|| {
         // SAFETY: a zeroed sigaction is a valid value to fill; `on_fault` has the
         // SA_SIGINFO signature; the previous action is read into `previous`.
@@ -99,7 +99,7 @@ pub(super) fn with_scope<R>(
 ///
 /// # Safety
 /// The range must lie in a guarded fleet's memory reservation, unused by any running launch.
-pub(super) unsafe fn close(addr: *mut u8, len: usize) -> std::io::Result<()> {
+pub(crate) unsafe fn close(addr: *mut u8, len: usize) -> std::io::Result<()> {
     // SAFETY: the caller's contract; PROT_NONE only takes access away.
     match unsafe { libc::mprotect(addr.cast(), len, libc::PROT_NONE) } {
         0 => Ok(()),

@@ -4,7 +4,7 @@
 mod compiler;
 mod direct;
 mod fleet;
-mod guard;
+pub(crate) mod guard;
 mod pool;
 mod stack;
 
@@ -27,12 +27,6 @@ pub use direct::{NATIVE_BYTES_PER_STACK_WORD, WORKER_STACK_BYTES};
 /// `void wv_launch(const wv_fleet *f, uint32_t first, uint32_t end, uint32_t step)` and
 /// `wv_reset_launch` (same parameters).
 pub type LaunchFn = unsafe extern "C" fn(*mut HostLaunch, u32, u32, u32);
-
-/// Installs the process's guard-fault handler (`guard.rs`; it also serves guarded OpenCL
-/// fleets, `opencl/guard.rs`) once; an error when the system refused.
-pub(crate) fn install_fault_handler() -> Result<(), BackendError> {
-    guard::install()
-}
 
 /// Whether kernels built with `options` leave finding the pages VMs wrote to their fleet's
 /// write watch (`backend/write_watch.rs`) instead of marking them at every store: guard regions, and a

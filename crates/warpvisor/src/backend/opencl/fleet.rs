@@ -268,15 +268,9 @@ impl ClFleet {
         &mut self,
         resetting: &[SizeBefore],
     ) -> Result<(), BackendError> {
-        if self.guarded.is_none() || resetting.is_empty() {
-            return Ok(());
-        }
-        let controls = self.controls()?;
-        let stride = self.shape.layout.mem_stride();
         if let Some(g) = &self.guarded {
             for &(vm, was) in resetting {
-                let now = controls.get(vm as usize).map_or(0, |c| c.mem_pages);
-                g.close(vm, stride, now, was)?;
+                g.close(vm, g.pages(vm), was)?;
             }
         }
         Ok(())
@@ -284,22 +278,33 @@ impl ClFleet {
 
     /// `read` of guarded memories ([`read_guarded`]; the fault handler opens the pages below
     /// a VM's size that it never touched as the copy reaches them).
-    fn read_guarded(&mut self, ranges: &[Range<u64>], out: &mut [u8]) -> Result<(), BackendError> {
-        let controls = self.controls()?;
-        let base = self.host_view(FleetBuffer::Mem)?.as_ptr() as *const u8;
-        let pages = |vm: u32| controls.get(vm as usize).map_or(0, |c| c.mem_pages);
+    fn read_guarded(
+        g: &GuardedMemory,
+        ranges: &[Range<u64>],
+        out: &mut [u8],
+    ) -> Result<(), BackendError> {
+        let base = g.base().as_ptr() as *const u8;
         // SAFETY: the reservation holds the ranges (`check_ranges`); below each VM's size it
         // is readable or opened on first touch.
-        unsafe { read_guarded(base, self.shape.layout.mem_stride(), pages, ranges, out) }
+        unsafe { read_guarded(base, g.stride(), |vm| g.pages(vm), ranges, out) }
     }
 
     /// `write` into guarded memories ([`write_guarded`]).
-    fn write_guarded(&mut self, ranges: &[Range<u64>], data: &[u8]) -> Result<(), BackendError> {
-        let controls = self.controls()?;
-        let base = self.host_view(FleetBuffer::Mem)?.as_ptr();
-        let pages = |vm: u32| controls.get(vm as usize).map_or(0, |c| c.mem_pages);
+    fn write_guarded(
+        g: &GuardedMemory,
+        ranges: &[Range<u64>],
+        data: &[u8],
+    ) -> Result<(), BackendError> {
         // SAFETY: as in `read_guarded`.
-        unsafe { write_guarded(base, self.shape.layout.mem_stride(), pages, ranges, data) }
+        unsafe {
+            write_guarded(
+                g.base().as_ptr(),
+                g.stride(),
+                |vm| g.pages(vm),
+                ranges,
+                data,
+            )
+        }
     }
 
     /// Every VM's control block, read through the host's view of the buffer.
@@ -491,8 +496,8 @@ impl DeviceFleet for ClFleet {
         out: &mut [u8],
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, out.len())?;
-        if buffer == FleetBuffer::Mem && self.guarded.is_some() {
-            self.read_guarded(ranges, out)?;
+        if let (FleetBuffer::Mem, Some(g)) = (buffer, &self.guarded) {
+            Self::read_guarded(g, ranges, out)?;
         } else if !out.is_empty() {
             if self.shared.host_resident {
                 let host = self.host_view(buffer)?;
@@ -516,13 +521,11 @@ impl DeviceFleet for ClFleet {
         data: &[u8],
     ) -> Result<(), BackendError> {
         check_ranges(&self.shape, buffer, ranges, data.len())?;
-        if buffer == FleetBuffer::Mem && self.guarded.is_some() {
-            self.write_guarded(ranges, data)?;
-            if let Some((marks, ones)) = dirty_marks(&self.shape, buffer, ranges) {
-                self.put(FleetBuffer::Dirty, &marks, &ones)?;
+        if !data.is_empty() {
+            match (buffer, &self.guarded) {
+                (FleetBuffer::Mem, Some(g)) => Self::write_guarded(g, ranges, data)?,
+                _ => self.put(buffer, ranges, data)?,
             }
-        } else if !data.is_empty() {
-            self.put(buffer, ranges, data)?;
             // Host writes into a VM's memory mark its dirty pages, as the kernel's stores do.
             if let Some((marks, ones)) = dirty_marks(&self.shape, buffer, ranges) {
                 self.put(FleetBuffer::Dirty, &marks, &ones)?;

@@ -64,8 +64,11 @@ pub(super) struct GuardedMemory {
     /// Its first byte.
     base: NonNull<u8>,
     /// The control blocks' storage: the device computes in it (the `vms` buffer is made over
-    /// it), so the handler reads sizes and fault points here.
+    /// it), so the handler and the host read sizes and fault points here.
     controls: Mapping,
+    /// Bytes per VM and VMs.
+    stride: u64,
+    num_vms: u32,
     slot: usize,
 }
 
@@ -77,7 +80,7 @@ impl GuardedMemory {
     /// Reserves memories of `stride` bytes for `num_vms` VMs and `control_bytes` of control
     /// blocks, and registers them with the fault handler.
     pub(super) fn new(num_vms: u32, stride: u64, control_bytes: u64) -> Result<Self, BackendError> {
-        crate::backend::cpu::install_fault_handler()?;
+        crate::backend::cpu::guard::install()?;
         let bytes = stride.saturating_mul(num_vms as u64);
         let len = usize::try_from(bytes).map_err(|_| BackendError::OutOfMemory { bytes })?;
         let mut reservation = ZeroedBytes::reserve_inaccessible(len)?;
@@ -113,6 +116,8 @@ impl GuardedMemory {
             _reservation: reservation,
             base,
             controls,
+            stride,
+            num_vms,
             slot,
         })
     }
@@ -127,35 +132,41 @@ impl GuardedMemory {
         self.controls.page(0)
     }
 
-    /// Makes `[from, to)` pages of VM `vm`'s memory inaccessible again (a reset shrank it).
-    pub(super) fn close(
-        &self,
-        vm: u32,
-        stride: u64,
-        from: u32,
-        to: u32,
-    ) -> Result<(), BackendError> {
+    /// Bytes per VM.
+    pub(super) fn stride(&self) -> u64 {
+        self.stride
+    }
+
+    /// VM `vm`'s memory size in pages as the device left it (0 for no such VM).
+    pub(super) fn pages(&self, vm: u32) -> u32 {
+        if vm >= self.num_vms {
+            return 0;
+        }
+        // SAFETY: the mapping holds `num_vms` control blocks; the device writes them only
+        // while a launch runs, and the host reads them between launches.
+        unsafe {
+            let v = self.controls.page(0).cast::<VmControl>().add(vm as usize);
+            ptr::addr_of!((*v).mem_pages).read_volatile()
+        }
+    }
+
+    /// Makes pages `[from, to)` of VM `vm`'s memory inaccessible again (a reset shrank it).
+    pub(super) fn close(&self, vm: u32, from: u32, to: u32) -> Result<(), BackendError> {
         if to <= from {
             return Ok(());
         }
-        let start = vm as u64 * stride + ((from as u64) << 16);
+        let start = vm as u64 * self.stride + ((from as u64) << 16);
         let len = ((to - from) as u64) << 16;
         // SAFETY: the range lies in this VM's part of the reservation (sizes fit the stride),
         // and no launch runs while the host resets.
-        let refused = unsafe {
-            libc::mprotect(
-                self.base.as_ptr().add(start as usize).cast(),
-                len as usize,
-                libc::PROT_NONE,
-            )
-        };
-        match refused {
-            0 => Ok(()),
-            _ => Err(BackendError::Launch(format!(
-                "cannot close VM {vm}'s memory above {from} pages: {}",
-                std::io::Error::last_os_error()
-            ))),
+        unsafe {
+            crate::backend::cpu::guard::close(self.base.as_ptr().add(start as usize), len as usize)
         }
+        .map_err(|e| {
+            BackendError::Launch(format!(
+                "cannot close VM {vm}'s memory above {from} pages: {e}"
+            ))
+        })
     }
 }
 
@@ -244,7 +255,6 @@ unsafe fn serve(fleet: &Registered, addr: usize, context: *mut libc::c_void) -> 
 /// Makes the interrupted thread return 1 from the `wv_fault_point` call that wrote the record
 /// `point` (rbx, rbp, r12-r15, stack pointer after the return, return address), as longjmp
 /// does, if its stack is the one that call lives on.
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn resume_at_fault_point(context: *mut libc::c_void, point: u64) -> bool {
     let uc = context.cast::<libc::ucontext_t>();
     // SAFETY: `context` is the handler's ucontext; `point` is the record of a trampoline that
@@ -277,10 +287,4 @@ fn resume_at_fault_point(context: *mut libc::c_void, point: u64) -> bool {
         regs[libc::REG_RAX as usize] = 1;
     }
     true
-}
-
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-fn resume_at_fault_point(_: *mut libc::c_void, _: u64) -> bool {
-    // Guard regions are refused elsewhere (MemoryChecks::guard_unsupported).
-    false
 }

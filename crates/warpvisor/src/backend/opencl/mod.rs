@@ -24,7 +24,13 @@ mod guard {
         pub(super) fn controls(&self) -> *mut u8 {
             match *self {}
         }
-        pub(super) fn close(&self, _: u32, _: u64, _: u32, _: u32) -> Result<(), BackendError> {
+        pub(super) fn stride(&self) -> u64 {
+            match *self {}
+        }
+        pub(super) fn pages(&self, _: u32) -> u32 {
+            match *self {}
+        }
+        pub(super) fn close(&self, _: u32, _: u32, _: u32) -> Result<(), BackendError> {
             match *self {}
         }
     }
