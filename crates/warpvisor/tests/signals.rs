@@ -4,8 +4,20 @@
 //! PoCL started in the same process. Its own binary: the order (wasmtime first) matters.
 //! `div_u` because cranelift tests signed divisors itself in some sequences; an unsigned
 //! division by a variable is left to the hardware's fault.
+//!
+//! The tests of this file run one at a time (`SERIAL`): each needs the handlers installed in
+//! the order it makes.
 
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use warpvisor::codegen::{CallMode, Dialect, KernelOptions, MemoryChecks};
+use warpvisor::vmm::{Fleet, FleetConfig, Imports, Outcome, Program, TrapKind, Value};
 use wasmtime::{Engine, Instance, Module, Store};
+
+static SERIAL: Mutex<()> = Mutex::new(());
 
 const DIVIDES_BY_ITS_ARGUMENT: &str = r#"(module
   (func (export "div") (param i32) (result i32) (i32.div_u (i32.const 7) (local.get 0))))"#;
@@ -22,6 +34,7 @@ fn divide_by_zero(engine: &Engine, module: &Module) -> Result<i32, String> {
 
 #[test]
 fn wasmtime_still_traps_on_division_by_zero_after_pocl_starts() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let engine = Engine::default();
     let wasm = wat::parse_str(DIVIDES_BY_ITS_ARGUMENT).expect("wat");
     let module = Module::new(&engine, wasm).expect("module");
@@ -40,5 +53,105 @@ fn wasmtime_still_traps_on_division_by_zero_after_pocl_starts() {
     assert!(
         after.as_ref().is_err_and(|e| e.contains("divide by zero")),
         "wasmtime's division trap after PoCL started: {after:?}"
+    );
+}
+
+/// Loads an `i32` at its argument: out of bounds beyond 64 KiB; `unreachable` traps (a SIGILL
+/// under wasmtime).
+const LOADS_AT_ITS_ARGUMENT: &str = r#"(module
+  (memory 1)
+  (func (export "load") (param i32) (result i32) (i32.load (local.get 0)))
+  (func (export "unreachable") unreachable))"#;
+
+/// What wasmtime makes of `unreachable`: the trap's message, or the call's success.
+fn reach_unreachable(engine: &Engine, module: &Module) -> Result<(), String> {
+    let mut store = Store::new(engine, ());
+    let instance = Instance::new(&mut store, module, &[]).map_err(|e| e.to_string())?;
+    let f = instance
+        .get_typed_func::<(), ()>(&mut store, "unreachable")
+        .map_err(|e| e.to_string())?;
+    f.call(&mut store, ()).map_err(|e| format!("{e:#}"))
+}
+
+/// What wasmtime makes of a load at 1 MiB: the trap's message, or the value it returned.
+fn load_far(engine: &Engine, module: &Module) -> Result<i32, String> {
+    let mut store = Store::new(engine, ());
+    let instance = Instance::new(&mut store, module, &[]).map_err(|e| e.to_string())?;
+    let load = instance
+        .get_typed_func::<i32, i32>(&mut store, "load")
+        .map_err(|e| e.to_string())?;
+    load.call(&mut store, 1 << 20).map_err(|e| format!("{e:#}"))
+}
+
+/// PoCL's compiler (LLVM) registers handlers for SIGSEGV, SIGILL and more while it builds a
+/// kernel, and when one of those signals reaches it, it puts back, for all of them, the
+/// handlers it found. Registered before the guard handler, it put wasmtime's back in place of
+/// ours at wasmtime's next trap (a SIGILL for `unreachable`, differential seed 18; through
+/// ours for a SIGSEGV, seed 30), and the next guard fault of a PoCL VM went to wasmtime, which
+/// crashed the process. The order here: wasmtime, a kernel PoCL has never built, a guarded
+/// fleet, wasmtime's traps of both kinds, then the VMs' guard faults.
+#[test]
+fn guard_faults_on_pocl_still_trap_after_llvm_and_wasmtime_handle_signals() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let engine = Engine::default();
+    let module =
+        Module::new(&engine, wat::parse_str(LOADS_AT_ITS_ARGUMENT).expect("wat")).expect("module");
+    let trapped = |r: &Result<i32, String>| r.as_ref().is_err_and(|e| e.contains("out of bounds"));
+    let before = load_far(&engine, &module);
+    assert!(trapped(&before), "{before:?}");
+    // A constant of this run's own in the code, so that neither warpvisor's cache nor PoCL's has the kernel.
+    let nonce = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id());
+    let wat = format!(
+        r#"(module
+  (memory 1)
+  (global $nonce (mut i64) (i64.const 0))
+  (func (export "load") (param i32) (result i32)
+    (global.set $nonce (i64.add (global.get $nonce) (i64.const {})))
+    (i32.load (local.get 0))))"#,
+        nonce as i64
+    );
+    let options = KernelOptions {
+        dialect: Dialect::OpenCl,
+        calls: CallMode::Continuations,
+        memory_checks: MemoryChecks::Guard,
+        ..KernelOptions::default()
+    };
+    let program = Program::compile(wat.as_bytes(), &options, &*common::opencl())
+        .unwrap_or_else(|e| panic!("PoCL builds the kernel: {e}"));
+    let config = FleetConfig {
+        num_vms: 2,
+        ..FleetConfig::default()
+    };
+    let mut fleet = Fleet::new(Arc::new(program), config, Imports::default())
+        .unwrap_or_else(|e| panic!("a guarded PoCL fleet: {e}"));
+    let unreachable = reach_unreachable(&engine, &module);
+    assert!(
+        unreachable
+            .as_ref()
+            .is_err_and(|e| e.contains("unreachable")),
+        "wasmtime's unreachable after the PoCL build: {unreachable:?}"
+    );
+    let between = load_far(&engine, &module);
+    assert!(
+        trapped(&between),
+        "wasmtime's trap after the PoCL build: {between:?}"
+    );
+    let outcomes = fleet
+        .invoke("load", &[vec![Value::I32(1 << 20)], vec![Value::I32(8)]])
+        .unwrap_or_else(|e| panic!("the fleet runs: {e}"));
+    assert_eq!(
+        outcomes,
+        vec![
+            Outcome::Trapped(TrapKind::MemoryOutOfBounds),
+            Outcome::Returned(vec![Value::I32(0)])
+        ]
+    );
+    let after = load_far(&engine, &module);
+    assert!(
+        trapped(&after),
+        "wasmtime's trap after the guard faults: {after:?}"
     );
 }

@@ -117,7 +117,7 @@ pub fn entry_points(dialect: Dialect) -> String {
          /* Admits a VM the host handed back (ENTRY, RESUME), then runs it while it runs. */\n\
          WV_FN void wv_run_vm(wv_fleet *f, uint32_t vm) {\n\
          \x20 wv_admit(f, vm);\n\
-         \x20 if (f->vms[vm].status == WV_RUNNING) wv_trampoline(f, vm);\n\
+         \x20 if (f->vms[vm].status == WV_RUNNING) WV_RUN_TRAMPOLINE(f, vm);\n\
          }\n",
     );
     match dialect {

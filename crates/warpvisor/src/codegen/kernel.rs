@@ -312,10 +312,8 @@ fn emit_partition(
     }
 
     out.push_str("\n/* ---- trampoline: runs a VM until it finishes, traps, makes a hypercall, or needs another partition ---- */\n");
-    out.push_str("WV_FUNC void wv_trampoline(wv_fleet *f, uint32_t vm) {\n");
-    out.push_str(
-        "  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  WV_TRAMPOLINE_ENTER();\n  WV_FAULT_POINT();\n",
-    );
+    out.push_str("WV_FUNC WV_TRAMPOLINE_ATTRS void wv_trampoline(wv_fleet *f, uint32_t vm) {\n");
+    out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  WV_TRAMPOLINE_ENTER();\n");
     out.push_str("  while (v->status == WV_RUNNING) {\n");
     out.push_str("    uint32_t fid = (uint32_t)WV_STK(v->fp + 1);\n");
     out.push_str("    switch (fid) {\n");
@@ -344,7 +342,7 @@ fn emit_partition(
     } else {
         out.push_str("      default: wv_trap(f, vm, WV_TRAP_UNREACHABLE); break;\n");
     }
-    out.push_str("    }\n  }\n  WV_FAULT_POINT_LEAVE();\n  WV_TRAMPOLINE_LEAVE();\n}\n");
+    out.push_str("    }\n  }\n  WV_TRAMPOLINE_LEAVE();\n}\n");
     out.push_str(&abi::c::entry_points(options.dialect));
     check_kernel_size(&out, || "all of it".into())?;
     Ok(out)

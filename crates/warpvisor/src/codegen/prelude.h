@@ -217,8 +217,8 @@ WV_FN void wv_copy_bytes(WV_GLOBAL uint8_t *d, WV_GLOBAL const uint8_t *s, uint6
  * entry shim that starts a VM's fastcalls keeps the context on its stack; with continuations
  * (every device) the trampoline keeps it for as long as it runs the VM, in private memory on
  * the GPU backends. */
-/* A guard fault on a device resumes at the trampoline's landing (WV_FAULT_POINT), which
- * cannot know the globals the compiler keeps in registers: there every global.set also
+/* A guard fault on a device resumes at the fault point around the trampoline
+ * (wv_trampoline_guarded), which cannot know the globals the compiler keeps in registers: there every global.set also
  * writes the VM's copy in the fleet (a guest store through a byte pointer may alias it, so
  * the write stays ahead of every later guest access), and the context is never written
  * back. */
@@ -416,8 +416,6 @@ WV_FN int wv_guard_resize(const wv_fleet *f, uint32_t vm, uint64_t from, uint64_
   return mprotect(wv_mem_base(f, vm) + (lo << 16), (hi - lo) << 16,
                   from < to ? PROT_READ | PROT_WRITE : PROT_NONE);
 }
-#define WV_FAULT_POINT() do { } while (0)
-#define WV_FAULT_POINT_LEAVE() do { } while (0)
 #else
 /* A device computing in host memory (OpenCL on an x86-64 CPU, backend/opencl/guard.rs)
  * cannot change page protection: a grow or a reset only changes the VM's size, and the host's
@@ -426,36 +424,54 @@ WV_FN int wv_guard_resize(const wv_fleet *f, uint32_t vm, uint64_t from, uint64_
   (void)f; (void)vm; (void)from; (void)to;
   return 0;
 }
-/* Where a fault outside a VM's memory resumes its device thread: the trampoline calls
+/* Where a fault outside a VM's memory resumes its device thread: wv_trampoline_guarded calls
  * wv_fault_point, a setjmp of its own (OpenCL C cannot call __builtin_setjmp, whose buffer is
  * in no address space OpenCL C can name, and PoCL links no library setjmp). It records the
- * callee-saved registers, its stack pointer and return address in `wv_fault_` and returns 0;
- * the record is published in the VM's control block, and the host's fault handler resumes
- * the thread as if wv_fault_point returned 1 (backend/opencl/guard.rs), and the trampoline
- * traps the VM. Declared returns_twice, as setjmp is, so that the compiler keeps nothing the
- * second return needs where later code could overwrite it (an `asm goto` landing, tried
- * first, found its frame's spill slots reused). Record: rbx, rbp, r12-r15, rsp, return
- * address. */
+ * callee-saved registers, its stack pointer and return address and returns 0; the record is
+ * published in the VM's control block, and the host's fault handler resumes the thread as if
+ * wv_fault_point returned 1 (backend/opencl/guard.rs), which traps the VM. Record: rbx, rbp,
+ * r12-r15, rsp, return address. */
 __attribute__((naked, noinline, returns_twice)) int wv_fault_point(uint64_t *record) {
   __asm__("movq %rbx, 0(%rdi)\n\tmovq %rbp, 8(%rdi)\n\tmovq %r12, 16(%rdi)\n\t"
           "movq %r13, 24(%rdi)\n\tmovq %r14, 32(%rdi)\n\tmovq %r15, 40(%rdi)\n\t"
           "leaq 8(%rsp), %rax\n\tmovq %rax, 48(%rdi)\n\tmovq (%rsp), %rax\n\t"
           "movq %rax, 56(%rdi)\n\txorl %eax, %eax\n\tret");
 }
-#define WV_FAULT_POINT() uint64_t wv_fault_[8]; \
-  if (wv_fault_point(wv_fault_)) wv_trap(f, vm, WV_TRAP_MEMORY_OOB); \
-  else v->unwind = (uint64_t)(size_t)wv_fault_
-#define WV_FAULT_POINT_LEAVE() v->unwind = 0
+/* The fault point lives in a small frame of its own around the trampoline, which is never
+ * inlined into it: a returns_twice call constrains the code of the whole function it is in
+ * (a fault point inside the trampoline, into which the device compiler inlines the guest's
+ * functions, left PoCL's code for them slower, and in differential seed 30 wrong). The second
+ * return needs only the fleet and the VM; the guest's globals are already in the fleet
+ * (WV_GLOBALS_WRITE_THROUGH) and its memory is where the fault left it. */
+#define WV_TRAMPOLINE_ATTRS __attribute__((noinline))
+WV_FUNC WV_TRAMPOLINE_ATTRS void wv_trampoline(wv_fleet *f, uint32_t vm);
+WV_FUNC __attribute__((noinline)) void wv_trampoline_guarded(wv_fleet *f, uint32_t vm) {
+  WV_GLOBAL wv_vm *const v = &f->vms[vm];
+  uint64_t point[8];
+  if (wv_fault_point(point)) {
+    wv_trap(f, vm, WV_TRAP_MEMORY_OOB);
+    v->unwind = 0;
+    return;
+  }
+  v->unwind = (uint64_t)(size_t)point;
+  wv_trampoline(f, vm);
+  v->unwind = 0;
+}
+#define WV_RUN_TRAMPOLINE(f, vm) wv_trampoline_guarded((f), (vm))
 #endif
 #else
-#define WV_FAULT_POINT() do { } while (0)
-#define WV_FAULT_POINT_LEAVE() do { } while (0)
 /* ea = addr + offset, trapping unless [ea, ea + width) lies in the VM's memory. */
 #define WV_LOAD(dst, conv, addr, offset, width) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
   if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); dst = conv(wv_load_cells(mb, mrow, ea_, (width))); } while (0)
 #define WV_STORE(addr, offset, width, value) do { uint64_t ea_ = (uint64_t)(addr) + (offset); \
   if (ea_ + (width) > msz) WV_TRAP(WV_TRAP_MEMORY_OOB); WV_DIRTY(ea_); \
   wv_store_cells(mb, mrow, ea_, (width), (uint64_t)(value)); } while (0)
+#endif
+
+/* How wv_run_vm starts the trampoline: directly, or under a device's fault point (above). */
+#ifndef WV_RUN_TRAMPOLINE
+#define WV_TRAMPOLINE_ATTRS
+#define WV_RUN_TRAMPOLINE(f, vm) wv_trampoline((f), (vm))
 #endif
 
 #define wv_u8_s32(x) ((uint32_t)(int32_t)(int8_t)(x))

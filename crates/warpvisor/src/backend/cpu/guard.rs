@@ -16,6 +16,7 @@
 
 use std::cell::Cell;
 use std::ptr;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::abi::codes::{status, trap_code};
@@ -46,30 +47,55 @@ thread_local! {
     static SCOPE: Cell<*const GuardScope> = const { Cell::new(ptr::null()) };
 }
 
-/// The handler that was installed before ours.
-static PREVIOUS: OnceLock<Result<libc::sigaction, String>> = OnceLock::new();
+/// Whether the handler is installed (or why the system refused).
+static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
+
+/// The handler that was installed before ours: its function and `sa_flags` (what [`chain`]
+/// needs), updated when another library takes the signal back (see [`chain`]).
+static PREVIOUS_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+static PREVIOUS_FLAGS: AtomicI32 = AtomicI32::new(0);
 
 /// Installs the fault handler once per process; an error when the system refused.
+///
+/// Backends call it when they are made, before any kernel is built: an OpenCL runtime's
+/// compiler in this process (LLVM, in PoCL) registers handlers for SIGSEGV, SIGILL, SIGFPE
+/// and others while it builds, and the first of those signals to reach it (wasmtime's
+/// `unreachable` is a SIGILL) makes it put back, for all of them, the handlers it found. Found
+/// ours, it puts ours back; registered before ours, it would put back the handler ours had
+/// replaced and so remove ours (a differential seed's guard faults on PoCL then went to
+/// wasmtime, which crashed the process).
 pub(crate) fn install() -> Result<(), BackendError> {
-    let installed = PREVIOUS.get_or_init(|| {
-        // SAFETY: a zeroed sigaction is a valid value to fill; `on_fault` has the
-        // SA_SIGINFO signature; the previous action is read into `previous`.
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_fault as *const () as usize;
-            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-            libc::sigemptyset(&mut action.sa_mask);
-            let mut previous: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(libc::SIGSEGV, &action, &mut previous) != 0 {
-                return Err(std::io::Error::last_os_error().to_string());
-            }
-            Ok(previous)
-        }
+    let installed = INSTALLED.get_or_init(|| {
+        // SAFETY: sigaction with a valid action; `on_fault` has the SA_SIGINFO signature.
+        unsafe { put_on_top() }.map_err(|e| e.to_string())
     });
     installed
         .as_ref()
         .map(|_| ())
         .map_err(|e| BackendError::Launch(format!("cannot install the guard-fault handler: {e}")))
+}
+
+/// Installs [`on_fault`] for `SIGSEGV`, keeping the handler it replaces as the one to chain to.
+///
+/// # Safety
+/// Changes the process's signal disposition (async-signal-safe: only `sigaction` and atomics).
+unsafe fn put_on_top() -> std::io::Result<()> {
+    // SAFETY: zeroed sigactions are valid values to fill; the previous one is read back.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_fault as *const () as usize;
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut action.sa_mask);
+        let mut previous: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGSEGV, &action, &mut previous) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if previous.sa_sigaction != action.sa_sigaction {
+            PREVIOUS_FLAGS.store(previous.sa_flags, Ordering::Release);
+            PREVIOUS_HANDLER.store(previous.sa_sigaction, Ordering::Release);
+        }
+    }
+    Ok(())
 }
 
 /// Runs `body` with `launch` (this worker's launch argument over a guarded memory buffer of
@@ -219,27 +245,36 @@ fn redirect(_: *mut libc::c_void, _: FaultUnwindFn, _: u64, _: Option<u64>) {
 
 /// Passes a fault that is not a guarded VM's to the handler installed before ours.
 ///
+/// That handler may take the signal away from ours: LLVM's (see [`install`]), if it was
+/// registered before ours, puts back the handler it found and lets the fault happen again.
+/// Ours is then put back on top, with what LLVM left as the one to chain to, so that later
+/// guard faults still reach it.
+///
 /// # Safety
 /// The arguments must be the handler's.
 unsafe fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-    let previous = match PREVIOUS.get() {
-        Some(Ok(p)) => *p,
-        _ => return restore_default(signal),
-    };
-    let handler = previous.sa_sigaction;
+    let handler = PREVIOUS_HANDLER.load(Ordering::Acquire);
+    let flags = PREVIOUS_FLAGS.load(Ordering::Acquire);
     if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
         // Returning re-executes the faulting instruction under the default action.
         return restore_default(signal);
     }
     // SAFETY: the previous handler was installed for this signal with these flags.
     unsafe {
-        if previous.sa_flags & libc::SA_SIGINFO != 0 {
+        if flags & libc::SA_SIGINFO != 0 {
             let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
                 std::mem::transmute(handler);
             f(signal, info, context);
         } else {
             let f: extern "C" fn(libc::c_int) = std::mem::transmute(handler);
             f(signal);
+        }
+        let mut now: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(signal, ptr::null(), &mut now) == 0
+            && now.sa_sigaction != on_fault as *const () as usize
+            && now.sa_sigaction != libc::SIG_DFL
+        {
+            let _ = put_on_top();
         }
     }
 }

@@ -48,6 +48,9 @@ pub struct CpuBackend {
 impl CpuBackend {
     /// A backend using the system C compiler and one worker per core (or `workers`).
     pub fn new(workers: Option<usize>) -> Result<Self, BackendError> {
+        // Before any kernel is built in this process (guard::install says why); a refusal
+        // surfaces when a guarded kernel is loaded.
+        let _ = guard::install();
         let compiler = CCompiler::detect()?;
         let n =
             workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

@@ -10,9 +10,9 @@
 //!   the reset only change the size, and the handler opens the pages up to it and lets the
 //!   access run again; or
 //! - beyond it: the VM's `memory_out_of_bounds`. The handler resumes the thread at the fault
-//!   point of the trampoline running that VM (`WV_FAULT_POINT` in the prelude: a setjmp of
-//!   the kernel's own, `wv_fault_point`, whose record is published in the VM's control block
-//!   as `unwind`), as if that call returned a second time; the trampoline then traps the VM.
+//!   point around the trampoline running that VM (`wv_trampoline_guarded` in the prelude: a
+//!   setjmp of the kernel's own, `wv_fault_point`, whose record is published in the VM's
+//!   control block as `unwind`), as if that call returned a second time; the VM then traps.
 //!   A fault whose thread does not run under that fault point is not taken.
 //!
 //! The reservation is [`GUARD_STRIDE`](crate::layout::GUARD_STRIDE) bytes per VM, far more

@@ -209,6 +209,9 @@ impl Shared {
 impl OpenClBackend {
     /// Opens device `index` (default: the first GPU, else the first device).
     pub fn new(index: Option<usize>) -> Result<Self, BackendError> {
+        // The guard-fault handler goes in before the runtime's compiler can register its own
+        // (`cpu::guard::install` says why); a refusal surfaces when a guarded fleet is made.
+        let _ = crate::backend::cpu::guard::install();
         let all = devices()?;
         let chosen = match index {
             Some(i) => all
