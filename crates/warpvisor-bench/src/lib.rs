@@ -21,7 +21,7 @@ pub mod validation;
 
 use std::time::{Instant, SystemTime};
 
-use warpvisor::codegen::CallMode;
+use warpvisor::codegen::{CallMode, MemoryChecks};
 use warpvisor_workloads::{Workload, WORKLOADS};
 
 use crate::micro::MicroResults;
@@ -112,12 +112,19 @@ fn settings_report(s: &Settings, kernels: &[KernelPlatform]) -> SettingsReport {
     let mut partition_ops = PerPlatform::default();
     let mut calls = PerPlatform::default();
     let mut dirty_pages = PerPlatform::default();
+    let mut memory_checks = PerPlatform::default();
     for k in kernels {
         interleave.set(k.platform, k.kernel.interleave);
         partition_ops.set(k.platform, k.kernel.partition_ops);
         calls.set(k.platform, k.kernel.calls.name());
         let mmu = k.backend.watches_writes(&k.kernel);
         dirty_pages.set(k.platform, if mmu { "mmu" } else { "marks" });
+        let settled =
+            MemoryChecks::settle(&k.kernel, k.backend.guard_regions_unsupported(&k.kernel));
+        memory_checks.set(
+            k.platform,
+            settled.map_or("unsupported", |o| o.memory_checks.name()),
+        );
     }
     SettingsReport {
         quick: s.quick,
@@ -132,6 +139,7 @@ fn settings_report(s: &Settings, kernels: &[KernelPlatform]) -> SettingsReport {
         partition_ops,
         calls,
         dirty_pages,
+        memory_checks,
     }
 }
 

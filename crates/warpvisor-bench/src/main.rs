@@ -71,8 +71,10 @@ struct Args {
     /// device backends always use continuations).
     #[arg(long, value_name = "MODE")]
     calls: Option<String>,
-    /// How warpvisor-cpu's kernels check memory accesses: `guard` (default with direct calls
-    /// and interleave 0) or `explicit`.
+    /// How warpvisor-cpu's and warpvisor-opencl's kernels check memory accesses: `guard`
+    /// (guard regions: the default with interleave 0 on cpu with direct calls and on OpenCL
+    /// CPU devices such as PoCL), `explicit` (a check per access) or `auto` (each backend's
+    /// default).
     #[arg(long, value_name = "MODE")]
     memory_checks: Option<String>,
     /// How warpvisor-cpu's and warpvisor-opencl's resets find the pages VMs wrote: `auto`
@@ -191,7 +193,7 @@ fn settings(a: &Args) -> anyhow::Result<Settings> {
     }
     if let Some(name) = &a.memory_checks {
         s.memory_checks = Some(MemoryChecks::from_name(name).ok_or_else(|| {
-            anyhow::anyhow!("--memory-checks must be `guard` or `explicit`, not `{name}`")
+            anyhow::anyhow!("--memory-checks must be `guard`, `explicit` or `auto`, not `{name}`")
         })?);
     }
     if let Some(name) = &a.dirty_pages {

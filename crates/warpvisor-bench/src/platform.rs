@@ -246,8 +246,9 @@ fn kernel_options(kind: BackendKind, gpu: bool, settings: &Settings) -> KernelOp
         ..KernelOptions::default()
     };
     options.memory_checks = match settings.memory_checks {
-        Some(m) if dialect == Dialect::C => m,
-        // What the backend offers by default, settled with it (explicit checks on OpenCL).
+        // `--memory-checks` where a mode can be chosen (guard regions exist on cpu and PoCL).
+        Some(m) if dialect != Dialect::Cuda => m,
+        // What the backend offers by default, settled with it (guard regions on PoCL).
         _ if dialect == Dialect::OpenCl => MemoryChecks::Auto,
         _ => MemoryChecks::default_for(&options),
     };

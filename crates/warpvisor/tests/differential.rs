@@ -201,12 +201,9 @@ fn compare(
         calls,
         ..KernelOptions::default()
     };
-    // The default (guard regions on cpu at interleave 0 with direct calls, explicit checks
-    // elsewhere), and PoCL's guard regions, which it takes on request only, at interleave 0.
+    // Guard regions wherever the backend allows them (interleave 0 with direct calls on cpu,
+    // with continuations on PoCL): the default.
     options.memory_checks = MemoryChecks::Auto;
-    if backend == "opencl" && options.interleave == 0 {
-        options.memory_checks = MemoryChecks::Guard;
-    }
     let program = Program::compile(wasm, &options, common::backend(backend).as_ref())
         .map_err(|e| format!("warpvisor rejects: {e}"))?;
     let program = Arc::new(program);

@@ -473,15 +473,10 @@ fn auto_settles_to_what_the_backend_allows() {
             .options
             .memory_checks
     };
-    // Guard regions on PoCL only when asked for (docs/opencl.md: differential seeds still
-    // crash in them).
-    for (target, by_default) in [
-        (Target::Cpu, MemoryChecks::Guard),
-        (Target::OpenCl, MemoryChecks::Explicit),
-    ] {
+    for target in TARGETS {
         assert_eq!(
             settled(target, target.options(MemoryChecks::Auto)),
-            by_default,
+            MemoryChecks::Guard,
             "{target:?}"
         );
         let interleaved = KernelOptions {

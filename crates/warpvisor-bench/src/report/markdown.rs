@@ -42,10 +42,11 @@ pub fn render(r: &Report) -> String {
         if let (Some(i), Some(ops)) = (s.interleave.get(p), s.partition_ops.get(p)) {
             let calls = s.calls.get(p).copied().unwrap_or("continuations");
             let dirty = s.dirty_pages.get(p).copied().unwrap_or("marks");
+            let checks = s.memory_checks.get(p).copied().unwrap_or("explicit");
             let _ = writeln!(
                 out,
                 "- `{}` kernels: interleave {i}, partitions of {ops} operators (0: one kernel), \
-                 {calls} calls, dirty pages by {dirty}",
+                 {calls} calls, dirty pages by {dirty}, memory checks {checks}",
                 p.key()
             );
         }

@@ -79,6 +79,9 @@ pub struct SettingsReport {
     pub calls: PerPlatform<&'static str>,
     /// How each warpvisor backend's resets find written pages (`mmu`, `marks`).
     pub dirty_pages: PerPlatform<&'static str>,
+    /// How each warpvisor backend's kernels keep accesses in bounds (`guard`, `explicit`), as
+    /// the backend settles `auto`.
+    pub memory_checks: PerPlatform<&'static str>,
 }
 
 /// One benchmark on every platform.

@@ -116,12 +116,6 @@ pub trait Backend: Send + Sync {
     fn guard_regions_unsupported(&self, options: &KernelOptions) -> Option<String> {
         MemoryChecks::guard_unsupported(options)
     }
-
-    /// Whether `MemoryChecks::Auto` settles to guard regions for `options` here (where they
-    /// are supported and not only offered on request).
-    fn guard_regions_by_default(&self, options: &KernelOptions) -> bool {
-        self.guard_regions_unsupported(options).is_none()
-    }
 }
 
 /// `bytes / t` for the fastest of `reps` runs of `copy` (after one untimed run that faults

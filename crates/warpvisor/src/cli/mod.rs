@@ -157,9 +157,9 @@ pub struct FleetArgs {
     /// How kernels keep memory accesses inside each VM's memory: `guard` (guard regions, as
     /// wasmtime: 4 GiB + 32 MiB of address space reserved per VM, accesses without checks, a
     /// fault becomes the VM's trap; x86-64 Linux with --interleave 0: cpu with direct calls,
-    /// and on request opencl with continuations on a CPU device such as PoCL), `explicit` (a
-    /// check per access; every backend) or `auto` (the default: guard regions on cpu where
-    /// they apply, explicit checks elsewhere).
+    /// opencl with continuations on a CPU device computing in host memory such as PoCL),
+    /// `explicit` (a check per access; every backend) or `auto` (the default: guard regions
+    /// where they apply, explicit checks elsewhere).
     #[arg(long, value_name = "MODE", value_parser = parse_memory_checks)]
     pub memory_checks: Option<MemoryChecks>,
     /// How a reset learns the pages each VM wrote: `auto` (by the MMU where it can be asked —

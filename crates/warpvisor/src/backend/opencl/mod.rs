@@ -260,12 +260,6 @@ impl Backend for OpenClBackend {
         watched::watches_writes(self.shared.host_resident, options)
     }
 
-    /// Guard regions on PoCL only when asked for (`--memory-checks guard`): random modules of
-    /// the differential test still crash in them (docs/opencl.md, "Guard regions on PoCL").
-    fn guard_regions_by_default(&self, _: &KernelOptions) -> bool {
-        false
-    }
-
     fn guard_regions_unsupported(&self, options: &KernelOptions) -> Option<String> {
         MemoryChecks::guard_unsupported(options).or_else(|| {
             (!self.shared.host_resident).then(|| {
