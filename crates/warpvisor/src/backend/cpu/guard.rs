@@ -51,7 +51,9 @@ thread_local! {
 static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
 
 /// The handler that was installed before ours: its function and `sa_flags` (what [`chain`]
-/// needs), updated when another library takes the signal back (see [`chain`]).
+/// needs), updated when another library takes the signal back (see [`chain`]). Two words,
+/// not one atomic pair: a fault racing the rare update could pair one handler with the other's
+/// flags, which matters only if exactly one of them takes `SA_SIGINFO`.
 static PREVIOUS_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static PREVIOUS_FLAGS: AtomicI32 = AtomicI32::new(0);
 
