@@ -303,22 +303,36 @@ fn a_fleet_too_big_for_the_device_names_the_largest_that_fits() {
         r#"(module (memory 1) (func (export "f") (result i32) (i32.const 1)))"#,
     )
     .unwrap();
-    let out = warpvisor(&[
-        "run",
-        module.to_str().unwrap(),
-        "--backend",
-        "opencl",
-        "--invoke",
-        "f",
-        "--vms",
-        "200000",
-        "--max-memory",
-        "1024",
-    ]);
+    let run = |checks: &[&str]| {
+        let mut args = vec![
+            "run",
+            module.to_str().unwrap(),
+            "--backend",
+            "opencl",
+            "--invoke",
+            "f",
+            "--vms",
+            "200000",
+            "--max-memory",
+            "1024",
+        ];
+        args.extend_from_slice(checks);
+        warpvisor(&args)
+    };
+    // Memories in device buffers: the device's capacity.
+    let out = run(&["--memory-checks", "explicit"]);
     assert_clean_error(&out, "fleet too big");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("at most") && stderr.contains("VMs fit"),
+        "{stderr}"
+    );
+    // Guard regions (PoCL's default): the address space they reserve, and the way out.
+    let out = run(&[]);
+    assert_clean_error(&out, "fleet too big for guard regions");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("at most 16256 VMs") && stderr.contains("--memory-checks explicit"),
         "{stderr}"
     );
 }
