@@ -119,8 +119,11 @@ fn settings_report(s: &Settings, kernels: &[KernelPlatform]) -> SettingsReport {
         calls.set(k.platform, k.kernel.calls.name());
         let mmu = k.backend.watches_writes(&k.kernel);
         dirty_pages.set(k.platform, if mmu { "mmu" } else { "marks" });
-        let settled =
-            MemoryChecks::settle(&k.kernel, k.backend.guard_regions_unsupported(&k.kernel));
+        let settled = MemoryChecks::settle(
+            &k.kernel,
+            k.backend.guard_regions_unsupported(&k.kernel),
+            k.backend.guard_regions_by_default(&k.kernel),
+        );
         memory_checks.set(
             k.platform,
             settled.map_or("unsupported", |o| o.memory_checks.name()),

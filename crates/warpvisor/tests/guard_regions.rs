@@ -479,6 +479,16 @@ fn auto_settles_to_what_the_backend_allows() {
             MemoryChecks::Guard,
             "{target:?}"
         );
+        // PoCL builds guarded kernels more slowly than explicit ones at -O0.
+        let unoptimised = KernelOptions {
+            opt_level: 0,
+            ..target.options(MemoryChecks::Auto)
+        };
+        let expected = match target {
+            Target::Cpu => MemoryChecks::Guard,
+            Target::OpenCl => MemoryChecks::Explicit,
+        };
+        assert_eq!(settled(target, unoptimised), expected, "{target:?}");
         let interleaved = KernelOptions {
             interleave: 4,
             ..target.options(MemoryChecks::Auto)

@@ -116,6 +116,12 @@ pub trait Backend: Send + Sync {
     fn guard_regions_unsupported(&self, options: &KernelOptions) -> Option<String> {
         MemoryChecks::guard_unsupported(options)
     }
+
+    /// Whether `MemoryChecks::Auto` settles to guard regions for `options` here (by default:
+    /// wherever they are supported).
+    fn guard_regions_by_default(&self, options: &KernelOptions) -> bool {
+        self.guard_regions_unsupported(options).is_none()
+    }
 }
 
 /// `bytes / t` for the fastest of `reps` runs of `copy` (after one untimed run that faults

@@ -159,7 +159,7 @@ pub struct FleetArgs {
     /// fault becomes the VM's trap; x86-64 Linux with --interleave 0: cpu with direct calls,
     /// opencl with continuations on a CPU device computing in host memory such as PoCL),
     /// `explicit` (a check per access; every backend) or `auto` (the default: guard regions
-    /// where they apply, explicit checks elsewhere).
+    /// where they apply — on opencl above --opt-level 0 — explicit checks elsewhere).
     #[arg(long, value_name = "MODE", value_parser = parse_memory_checks)]
     pub memory_checks: Option<MemoryChecks>,
     /// How a reset learns the pages each VM wrote: `auto` (by the MMU where it can be asked —

@@ -50,7 +50,7 @@ pub fn emit(module: &Module<'_>, options: &KernelOptions) -> Result<KernelSource
             ))
         }
         MemoryChecks::Guard => {
-            MemoryChecks::settle(options, MemoryChecks::guard_unsupported(options))?;
+            MemoryChecks::settle(options, MemoryChecks::guard_unsupported(options), true)?;
         }
         MemoryChecks::Explicit => {}
     }

@@ -213,16 +213,17 @@ impl MemoryChecks {
         }
     }
 
-    /// `options` with [`MemoryChecks::Auto`] settled: guard regions where they work
-    /// (`unsupported` is `None`), explicit checks elsewhere. Guard regions asked for where
-    /// they cannot work (`unsupported` says why) are an error naming why.
+    /// `options` with [`MemoryChecks::Auto`] settled: guard regions where `by_default` (the
+    /// backend offers them by default), explicit checks elsewhere. Guard regions asked for
+    /// where they cannot work (`unsupported` says why) are an error naming why.
     pub fn settle(
         options: &KernelOptions,
         unsupported: Option<String>,
+        by_default: bool,
     ) -> Result<KernelOptions, CodegenError> {
         let mut settled = options.clone();
         settled.memory_checks = match (options.memory_checks, unsupported) {
-            (MemoryChecks::Auto, None) => MemoryChecks::Guard,
+            (MemoryChecks::Auto, None) if by_default => MemoryChecks::Guard,
             (MemoryChecks::Auto, _) => MemoryChecks::Explicit,
             (MemoryChecks::Guard, Some(why)) => {
                 return Err(CodegenError::Limit(format!(

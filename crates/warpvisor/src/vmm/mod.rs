@@ -137,7 +137,11 @@ impl Program {
         let start = Instant::now();
         // `--memory-checks auto` becomes what this backend offers by default, before the
         // kernel and the fleet layout are made from the options.
-        let options = &MemoryChecks::settle(options, backend.guard_regions_unsupported(options))?;
+        let options = &MemoryChecks::settle(
+            options,
+            backend.guard_regions_unsupported(options),
+            backend.guard_regions_by_default(options),
+        )?;
         let binary = frontend::to_binary(wasm)?;
         let module = frontend::load(&binary)?;
         let source = codegen::emit_cached(&binary, &module, options)?;
