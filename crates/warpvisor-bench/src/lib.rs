@@ -21,7 +21,7 @@ pub mod validation;
 
 use std::time::{Instant, SystemTime};
 
-use warpvisor::codegen::{CallMode, MemoryChecks};
+use warpvisor::codegen::CallMode;
 use warpvisor_workloads::{Workload, WORKLOADS};
 
 use crate::micro::MicroResults;
@@ -119,11 +119,7 @@ fn settings_report(s: &Settings, kernels: &[KernelPlatform]) -> SettingsReport {
         calls.set(k.platform, k.kernel.calls.name());
         let mmu = k.backend.watches_writes(&k.kernel);
         dirty_pages.set(k.platform, if mmu { "mmu" } else { "marks" });
-        let settled = MemoryChecks::settle(
-            &k.kernel,
-            k.backend.guard_regions_unsupported(&k.kernel),
-            k.backend.guard_regions_by_default(&k.kernel),
-        );
+        let settled = k.backend.settle_memory_checks(&k.kernel);
         memory_checks.set(
             k.platform,
             settled.map_or("unsupported", |o| o.memory_checks.name()),

@@ -42,7 +42,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::abi::FleetShape;
-use crate::codegen::{KernelOptions, MemoryChecks};
+use crate::codegen::{CodegenError, KernelOptions, MemoryChecks};
 
 /// Why a backend could not build or run a kernel.
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +121,15 @@ pub trait Backend: Send + Sync {
     /// wherever they are supported).
     fn guard_regions_by_default(&self, options: &KernelOptions) -> bool {
         self.guard_regions_unsupported(options).is_none()
+    }
+
+    /// `options` with `MemoryChecks::Auto` settled for this backend ([`MemoryChecks::settle`]).
+    fn settle_memory_checks(&self, options: &KernelOptions) -> Result<KernelOptions, CodegenError> {
+        MemoryChecks::settle(
+            options,
+            self.guard_regions_unsupported(options),
+            self.guard_regions_by_default(options),
+        )
     }
 }
 

@@ -24,7 +24,7 @@ pub use view::{MemoryError, OutOfBounds, VmMemory};
 
 use crate::backend::{Backend, BackendError, Kernel};
 
-use crate::codegen::{self, CodegenError, KernelLayout, KernelOptions, KernelSource, MemoryChecks};
+use crate::codegen::{self, CodegenError, KernelLayout, KernelOptions, KernelSource};
 use crate::frontend::{self, FrontendError, Module};
 
 /// Errors of the VMM and of the pipeline stages it drives.
@@ -137,11 +137,7 @@ impl Program {
         let start = Instant::now();
         // `--memory-checks auto` becomes what this backend offers by default, before the
         // kernel and the fleet layout are made from the options.
-        let options = &MemoryChecks::settle(
-            options,
-            backend.guard_regions_unsupported(options),
-            backend.guard_regions_by_default(options),
-        )?;
+        let options = &backend.settle_memory_checks(options)?;
         let binary = frontend::to_binary(wasm)?;
         let module = frontend::load(&binary)?;
         let source = codegen::emit_cached(&binary, &module, options)?;
