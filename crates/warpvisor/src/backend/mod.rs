@@ -17,6 +17,7 @@ mod fleet;
 mod host_calls;
 pub mod opencl;
 pub mod select;
+pub(crate) mod signals;
 pub mod wasmtime;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 pub(crate) mod write_watch;

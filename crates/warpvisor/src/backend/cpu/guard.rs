@@ -10,18 +10,14 @@
 //! unwind point. The `SIGSEGV` handler acts only when the faulting thread has a scope and the
 //! address lies in that range; it records the trap in the VM's control block and resumes the
 //! thread at the kernel's `wv_fault_unwind(point)`, as if the faulting instruction had called
-//! it, so the handler itself returns normally. Every other fault goes to the handler that was
-//! installed before (wasmtime's, when wasmtime runs in the same process) or to the default
-//! action.
+//! it, so the handler itself returns normally. The handler, and what it does with every other
+//! fault, is `backend/signals.rs`.
 
 use std::cell::Cell;
 use std::ptr;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 use crate::abi::codes::{status, trap_code};
 use crate::abi::{HostLaunch, VmControl};
-use crate::backend::BackendError;
 use crate::vmm::TrapKind;
 
 /// `void wv_fault_unwind(uint64_t point)`: the kernel's resumption after a guard fault.
@@ -45,59 +41,6 @@ thread_local! {
     /// The guarded launch this thread is running, if any (null otherwise, and while it serves
     /// a host call).
     static SCOPE: Cell<*const GuardScope> = const { Cell::new(ptr::null()) };
-}
-
-/// Whether the handler is installed (or why the system refused).
-static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
-
-/// The handler that was installed before ours: its function and `sa_flags` (what [`chain`]
-/// needs), updated when another library takes the signal back (see [`chain`]). Two words,
-/// not one atomic pair: a fault racing the rare update could pair one handler with the other's
-/// flags, which matters only if exactly one of them takes `SA_SIGINFO`.
-static PREVIOUS_HANDLER: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
-static PREVIOUS_FLAGS: AtomicI32 = AtomicI32::new(0);
-
-/// Installs the fault handler once per process; an error when the system refused.
-///
-/// Backends call it when they are made, before any kernel is built: an OpenCL runtime's
-/// compiler in this process (LLVM, in PoCL) registers handlers for SIGSEGV, SIGILL, SIGFPE
-/// and others while it builds, and the first of those signals to reach it (wasmtime's
-/// `unreachable` is a SIGILL) makes it put back, for all of them, the handlers it found. Found
-/// ours, it puts ours back; registered before ours, it would put back the handler ours had
-/// replaced and so remove ours (a differential seed's guard faults on PoCL then went to
-/// wasmtime, which crashed the process).
-pub(crate) fn install() -> Result<(), BackendError> {
-    let installed = INSTALLED.get_or_init(|| {
-        // SAFETY: sigaction with a valid action; `on_fault` has the SA_SIGINFO signature.
-        unsafe { put_on_top() }.map_err(|e| e.to_string())
-    });
-    installed
-        .as_ref()
-        .map(|_| ())
-        .map_err(|e| BackendError::Launch(format!("cannot install the guard-fault handler: {e}")))
-}
-
-/// Installs [`on_fault`] for `SIGSEGV`, keeping the handler it replaces as the one to chain to.
-///
-/// # Safety
-/// Changes the process's signal disposition (async-signal-safe: only `sigaction` and atomics).
-unsafe fn put_on_top() -> std::io::Result<()> {
-    // SAFETY: zeroed sigactions are valid values to fill; the previous one is read back.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = on_fault as *const () as usize;
-        action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-        libc::sigemptyset(&mut action.sa_mask);
-        let mut previous: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGSEGV, &action, &mut previous) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if previous.sa_sigaction != action.sa_sigaction {
-            PREVIOUS_FLAGS.store(previous.sa_flags, Ordering::Release);
-            PREVIOUS_HANDLER.store(previous.sa_sigaction, Ordering::Release);
-        }
-    }
-    Ok(())
 }
 
 /// Runs `body` with `launch` (this worker's launch argument over a guarded memory buffer of
@@ -144,26 +87,6 @@ pub(super) fn outside_scope<R>(body: impl FnOnce() -> R) -> R {
     result
 }
 
-/// The `SIGSEGV` handler.
-extern "C" fn on_fault(
-    signal: libc::c_int,
-    info: *mut libc::siginfo_t,
-    context: *mut libc::c_void,
-) {
-    // SAFETY: the kernel passes a valid siginfo and ucontext for an SA_SIGINFO handler; the
-    // scope outlives the launch it describes (see `with_scope`).
-    unsafe {
-        if take_as_trap(info, context) {
-            return;
-        }
-        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-        if crate::backend::opencl::take_guard_fault(info, context) {
-            return;
-        }
-        chain(signal, info, context);
-    }
-}
-
 /// Stack an overflowed VM's resumption (`wv_fault_unwind` and the jump) may use below its
 /// entry shim's frame.
 const SHIM_CLEARANCE: u64 = 1024;
@@ -172,7 +95,7 @@ const SHIM_CLEARANCE: u64 = 1024;
 ///
 /// # Safety
 /// `info` and `context` must be the handler's arguments.
-unsafe fn take_as_trap(info: *mut libc::siginfo_t, context: *mut libc::c_void) -> bool {
+pub(crate) unsafe fn take_as_trap(info: *mut libc::siginfo_t, context: *mut libc::c_void) -> bool {
     let scope = SCOPE.with(Cell::get);
     if scope.is_null() || info.is_null() || context.is_null() {
         return false;
@@ -243,50 +166,4 @@ fn redirect(context: *mut libc::c_void, unwind: FaultUnwindFn, point: u64, sp: O
 fn redirect(_: *mut libc::c_void, _: FaultUnwindFn, _: u64, _: Option<u64>) {
     // Kernels refuse guard regions elsewhere (MemoryChecks::guard_unsupported).
     std::process::abort();
-}
-
-/// Passes a fault that is not a guarded VM's to the handler installed before ours.
-///
-/// That handler may take the signal away from ours: LLVM's (see [`install`]), if it was
-/// registered before ours, puts back the handler it found and lets the fault happen again.
-/// Ours is then put back on top, with what LLVM left as the one to chain to, so that later
-/// guard faults still reach it.
-///
-/// # Safety
-/// The arguments must be the handler's.
-unsafe fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-    let handler = PREVIOUS_HANDLER.load(Ordering::Acquire);
-    let flags = PREVIOUS_FLAGS.load(Ordering::Acquire);
-    if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
-        // Returning re-executes the faulting instruction under the default action.
-        return restore_default(signal);
-    }
-    // SAFETY: the previous handler was installed for this signal with these flags.
-    unsafe {
-        if flags & libc::SA_SIGINFO != 0 {
-            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
-                std::mem::transmute(handler);
-            f(signal, info, context);
-        } else {
-            let f: extern "C" fn(libc::c_int) = std::mem::transmute(handler);
-            f(signal);
-        }
-        let mut now: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(signal, ptr::null(), &mut now) == 0
-            && now.sa_sigaction != on_fault as *const () as usize
-            && now.sa_sigaction != libc::SIG_DFL
-        {
-            let _ = put_on_top();
-        }
-    }
-}
-
-/// Puts the default action back for `signal`.
-fn restore_default(signal: libc::c_int) {
-    // SAFETY: a zeroed sigaction with SIG_DFL is valid.
-    unsafe {
-        let mut action: libc::sigaction = std::mem::zeroed();
-        action.sa_sigaction = libc::SIG_DFL;
-        libc::sigaction(signal, &action, ptr::null_mut());
-    }
 }

@@ -17,7 +17,8 @@ pub use fleet::CpuFleet;
 pub(crate) use pool::WorkerPool;
 
 use super::{
-    downcast, Backend, BackendError, DeviceFleet, ImportService, Kernel, LaunchTimes, VmmOnly,
+    downcast, signals, Backend, BackendError, DeviceFleet, ImportService, Kernel, LaunchTimes,
+    VmmOnly,
 };
 use crate::abi::{FleetShape, HostLaunch, HostServices};
 use crate::codegen::{CallMode, DirtyPages, KernelOptions, MemoryChecks};
@@ -48,9 +49,9 @@ pub struct CpuBackend {
 impl CpuBackend {
     /// A backend using the system C compiler and one worker per core (or `workers`).
     pub fn new(workers: Option<usize>) -> Result<Self, BackendError> {
-        // Before any kernel is built in this process (guard::install says why); a refusal
-        // surfaces when a guarded kernel is loaded.
-        let _ = guard::install();
+        // Before any kernel is built in this process (`backend/signals.rs` says why); a
+        // refusal surfaces when a guarded kernel is loaded.
+        let _ = signals::install();
         let compiler = CCompiler::detect()?;
         let n =
             workers.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -81,7 +82,7 @@ impl Backend for CpuBackend {
         let launch = entry(b"wv_launch\0")?;
         let reset = entry(b"wv_reset_launch\0")?;
         let fault_unwind = if options.memory_checks == MemoryChecks::Guard {
-            guard::install()?;
+            signals::install()?;
             // SAFETY: guarded kernels define `void wv_fault_unwind(uint64_t)` (prelude.h).
             let f = unsafe { library.get::<guard::FaultUnwindFn>(b"wv_fault_unwind\0") }
                 .map(|f| *f)
@@ -219,16 +220,26 @@ impl CpuKernel {
             }
         };
         let n = abi.fleet.num_vms;
-        if (n <= 1 && !self.direct) || self.pool.is_worker() {
-            // One VM, or a launch from inside a host call on a worker (the other workers may
-            // be waiting for that call): run here.
-            on_this_thread(0, n, 1);
+        let dispatch = || {
+            if (n <= 1 && !self.direct) || self.pool.is_worker() {
+                // One VM, or a launch from inside a host call on a worker (the other workers
+                // may be waiting for that call): run here.
+                on_this_thread(0, n, 1);
+                Ok(())
+            } else {
+                // Interleaved assignment: worker w runs VMs w, w + W, w + 2W, ...
+                let workers = self.pool.workers().min(n as usize) as u32;
+                self.pool
+                    .run(workers as usize, &|w| on_this_thread(w as u32, n, workers))
+                    .map_err(BackendError::Launch)
+            }
+        };
+        // Guard faults keep an in-process compiler's builds waiting (`backend/signals.rs`); a
+        // launch from inside a host call runs under its outer launch's hold.
+        if guarded.is_some() && !self.pool.is_worker() {
+            signals::while_faulting(dispatch)?;
         } else {
-            // Interleaved assignment: worker w runs VMs w, w + W, w + 2W, ...
-            let workers = self.pool.workers().min(n as usize) as u32;
-            self.pool
-                .run(workers as usize, &|w| on_this_thread(w as u32, n, workers))
-                .map_err(BackendError::Launch)?;
+            dispatch()?;
         }
         if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
             return Err(e);

@@ -276,6 +276,11 @@ impl ClFleet {
         Ok(())
     }
 
+    /// Whether the fleet computes in guarded memories (its launches fault by design).
+    pub(super) fn guarded(&self) -> bool {
+        self.guarded.is_some()
+    }
+
     /// `read` of guarded memories ([`read_guarded`]; the fault handler opens the pages below
     /// a VM's size that it never touched as the copy reaches them).
     fn read_guarded(

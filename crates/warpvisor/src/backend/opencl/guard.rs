@@ -80,7 +80,7 @@ impl GuardedMemory {
     /// Reserves memories of `stride` bytes for `num_vms` VMs and `control_bytes` of control
     /// blocks, and registers them with the fault handler.
     pub(super) fn new(num_vms: u32, stride: u64, control_bytes: u64) -> Result<Self, BackendError> {
-        crate::backend::cpu::guard::install()?;
+        crate::backend::signals::install()?;
         let bytes = stride.saturating_mul(num_vms as u64);
         let len = usize::try_from(bytes).map_err(|_| BackendError::OutOfMemory { bytes })?;
         let mut reservation = ZeroedBytes::reserve_inaccessible(len)?;

@@ -210,8 +210,8 @@ impl OpenClBackend {
     /// Opens device `index` (default: the first GPU, else the first device).
     pub fn new(index: Option<usize>) -> Result<Self, BackendError> {
         // The guard-fault handler goes in before the runtime's compiler can register its own
-        // (`cpu::guard::install` says why); a refusal surfaces when a guarded fleet is made.
-        let _ = crate::backend::cpu::guard::install();
+        // (`backend/signals.rs` says why); a refusal surfaces when a guarded fleet is made.
+        let _ = crate::backend::signals::install();
         let all = devices()?;
         let chosen = match index {
             Some(i) => all
@@ -402,6 +402,26 @@ impl OpenClKernel {
         });
         // The entries return for indices past the fleet's VMs.
         let global = local.map_or(num_vms, |l| num_vms.div_ceil(l) * l);
+        // Guard faults keep an in-process compiler's builds waiting (`backend/signals.rs`).
+        if fleet.guarded() {
+            crate::backend::signals::while_faulting(|| {
+                self.enqueue_and_wait(entry, name, fleet, imports, local, global)
+            })
+        } else {
+            self.enqueue_and_wait(entry, name, fleet, imports, local, global)
+        }
+    }
+
+    /// [`run`](Self::run)'s launch of `entry` over `global` work-items in groups of `local`.
+    fn enqueue_and_wait(
+        &self,
+        entry: &ClKernel,
+        name: &str,
+        fleet: &mut ClFleet,
+        imports: Option<&dyn ImportService>,
+        local: Option<usize>,
+        global: usize,
+    ) -> Result<LaunchTimes, BackendError> {
         let queue = self.shared.lock_queue();
         let start = Instant::now();
         // Buffers the host mapped since the last launch are unmapped first (queued ahead of

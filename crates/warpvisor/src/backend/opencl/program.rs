@@ -6,7 +6,7 @@ use opencl3::program::Program;
 
 use super::DeviceInfo;
 use crate::backend::cache;
-use crate::backend::BackendError;
+use crate::backend::{signals, BackendError};
 use crate::codegen::KernelOptions;
 
 /// Build options: exact float division and square root; optimisation per `opt_level`.
@@ -54,18 +54,23 @@ pub fn build(
     let dir = cache::cache_dir().join("opencl");
     let path = dir.join(format!("{key}.bin"));
     if let Ok(binary) = std::fs::read(&path) {
-        if let Ok(p) = Program::create_and_build_from_binary(context, &[&binary], &opts) {
+        let load = || Program::create_and_build_from_binary(context, &[&binary], &opts);
+        if let Ok(p) = signals::while_compiling(load) {
             return Ok(p);
         }
         // A stale or foreign binary: rebuild from source below.
     }
-    // PoCL 3.1 now and then loses a temporary file of its own compiler cache ("unable to
-    // rename temporary"); that build failure says nothing about the kernel, so it is retried.
-    let mut attempt = Program::create_and_build_from_source(context, code, &opts);
+    // PoCL's compiler loses its temporary files ("unable to rename temporary") when a signal
+    // reaches its handler during a build (a wasmtime trap on another thread, say); that build
+    // failure says nothing about the kernel, so it is retried.
+    // Its compiler registers signal handlers of its own: `backend/signals.rs` keeps them
+    // from meeting guard faults.
+    let build = || Program::create_and_build_from_source(context, code, &opts);
+    let mut attempt = signals::while_compiling(build);
     for _ in 0..3 {
         match &attempt {
             Err(log) if log.contains("unable to rename temporary") => {
-                attempt = Program::create_and_build_from_source(context, code, &opts);
+                attempt = signals::while_compiling(build);
             }
             _ => break,
         }
