@@ -120,7 +120,13 @@ fn unbuilt_pocl_fleet(tag: u64) -> Fleet {
 /// Every second VM loads out of bounds: the outcomes a load fleet of `n` VMs must give.
 fn half_out_of_bounds(fleet: &mut Fleet, n: u32) {
     let jobs: Vec<Vec<Value>> = (0..n)
-        .map(|vm| vec![Value::I32(if vm % 2 == 1 { 1 << 20 } else { 8 * vm as i32 })])
+        .map(|vm| {
+            vec![Value::I32(if vm % 2 == 1 {
+                1 << 20
+            } else {
+                8 * vm as i32
+            })]
+        })
         .collect();
     let expected: Vec<Outcome> = (0..n)
         .map(|vm| match vm % 2 {

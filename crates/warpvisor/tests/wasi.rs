@@ -241,43 +241,41 @@ fn guest_cases() -> Vec<(&'static str, Vec<WasiJob>)> {
 }
 
 /// Every guest, 64 jobs on 32 VMs, against wasmtime.
-/// Every guest with direct calls (cpu's default); with continuations the C guests and the Rust
-/// ones [`guest_programs_match_wasmtime_on_opencl`] runs too (their kernels are the other
-/// backends' kernels in C), every guest with `WARPVISOR_CPU_GUESTS=all`.
+/// Every guest with direct calls (cpu's default); with continuations the C guests and
+/// [`CONTINUATION_RUST`] (their kernels are the other backends' kernels in C), every guest
+/// with `WARPVISOR_CPU_GUESTS=all`.
 #[test]
 fn guest_programs_match_wasmtime_on_cpu() {
     let all = std::env::var("WARPVISOR_CPU_GUESTS").is_ok_and(|v| v == "all");
     for (name, jobs) in guest_cases() {
         eprintln!("{name}");
-        let modes: &[CallMode] = if all || name.starts_with("c-") || OPENCL_RUST.contains(&name) {
-            &[CallMode::Continuations, CallMode::Direct]
-        } else {
-            &[CallMode::Direct]
-        };
+        let modes: &[CallMode] =
+            if all || name.starts_with("c-") || CONTINUATION_RUST.contains(&name) {
+                &[CallMode::Continuations, CallMode::Direct]
+            } else {
+                &[CallMode::Direct]
+            };
         // -O0 keeps GCC's time on these 30-120 KiB programs to seconds.
         check_modes("cpu", modes, &guest(name), &jobs, 0);
     }
 }
 
-/// The Rust guests CI runs on `opencl`.
-const OPENCL_RUST: &[&str] = &["rust-hello.wasm", "rust-panic_exit.wasm"];
+/// The Rust guests CI runs with continuations on `cpu`.
+const CONTINUATION_RUST: &[&str] = &["rust-hello.wasm", "rust-panic_exit.wasm"];
 
 /// The guests on PoCL, 64 jobs on 32 VMs, against wasmtime. PoCL compiles slowly (about 1 s
-/// per 2,000-operator partition even at -cl-opt-disable): CI runs the C guests and two Rust
-/// ones; `WARPVISOR_OPENCL_GUESTS=all` runs every guest (see docs/wasi.md for that run).
+/// per 2,000-operator partition even at -cl-opt-disable) and one build at a time, so these
+/// builds are most of this file's time in CI: CI runs three guests — standard output, deep
+/// recursion through continuations, a Rust panic and exit codes (the other C guests run on
+/// `cuda` and with synchronous imports on PoCL; `c-sort`, `c-exit_code` and `rust-hello`
+/// took about 250 s of CI's PoCL time); `WARPVISOR_OPENCL_GUESTS=all` runs every guest (see
+/// docs/wasi.md for that run).
 #[test]
 fn guest_programs_match_wasmtime_on_opencl() {
     check_guests(
         "opencl",
         "WARPVISOR_OPENCL_GUESTS",
-        &[
-            "c-hello.wasm",
-            "c-sort.wasm",
-            "c-exit_code.wasm",
-            "c-recurse.wasm",
-            OPENCL_RUST[0],
-            OPENCL_RUST[1],
-        ],
+        &["c-hello.wasm", "c-recurse.wasm", "rust-panic_exit.wasm"],
         0,
     );
 }
@@ -299,9 +297,11 @@ fn check_guests(backend: &str, all_var: &str, quick: &[&str], opt_level: u8) {
 }
 
 /// The guests on `cuda` through warpvisor's CPU driver (NVRTC's PTX translated back to C):
-/// 64 jobs on 32 VMs each, against wasmtime. CI runs two C guests (about 27 s each cold; the
-/// others' C also runs through the WASI suite above): NVRTC alone takes about 4 minutes per
-/// Rust guest's kernel here; `WARPVISOR_CUDA_GUESTS=all` runs every guest.
+/// 64 jobs on 32 VMs each, against wasmtime. CI runs `c-sort` (standard input; 90-100 s cold
+/// beside the other tests; `c-recurse` runs on PoCL with continuations and here with
+/// synchronous imports, the other C guests through the WASI suite below): NVRTC alone takes
+/// about 4 minutes per Rust guest's kernel here; `WARPVISOR_CUDA_GUESTS=all` runs every
+/// guest.
 #[test]
 fn guest_programs_match_wasmtime_on_cuda_through_the_cpu_driver() {
     if !common::cuda_on_cpu_here() {
@@ -310,7 +310,7 @@ fn guest_programs_match_wasmtime_on_cuda_through_the_cpu_driver() {
     check_guests(
         "cuda",
         "WARPVISOR_CUDA_GUESTS",
-        &["c-sort.wasm", "c-recurse.wasm"],
+        &["c-sort.wasm"],
         CUDA_GUEST_OPT,
     );
 }
@@ -468,8 +468,9 @@ fn wasi_test_suite_on_wasmtime() {
     check_suite("wasmtime", &reports, 72, 95);
 }
 
-/// The WASI suite on PoCL. CI runs the C and AssemblyScript tests (small programs);
-/// `WARPVISOR_OPENCL_SUITE=all` runs all 72 (25 minutes cold on 2 cores; docs/wasi.md).
+/// The WASI suite on PoCL. CI runs the 14 C tests (the AssemblyScript ones run on `cpu` in
+/// both call modes: their 12 PoCL builds cost CI about a minute); `WARPVISOR_OPENCL_SUITE=all`
+/// runs all 72 (25 minutes cold on 2 cores; docs/wasi.md).
 #[test]
 fn wasi_test_suite_on_opencl() {
     let executor = Executor::Fleet {
@@ -482,13 +483,7 @@ fn wasi_test_suite_on_opencl() {
             ..KernelOptions::default()
         },
     };
-    check_suite_subset(
-        "opencl",
-        "WARPVISOR_OPENCL_SUITE",
-        &executor,
-        90,
-        &["c", "assemblyscript"],
-    );
+    check_suite_subset("opencl", "WARPVISOR_OPENCL_SUITE", &executor, 90, &["c"]);
 }
 
 /// The WASI suite's tests in the language folders `subsets` (all 72 when `all_var` is `all`)
