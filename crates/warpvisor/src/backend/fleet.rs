@@ -136,23 +136,20 @@ pub(crate) unsafe fn read_guarded(
     ranges: &[Range<u64>],
     out: &mut [u8],
 ) -> Result<(), BackendError> {
-    // Touching a page for the first time faults (PoCL's guarded fleets).
-    super::signals::while_faulting(|| {
-        guarded_pieces(ranges, stride, pages, |piece, at, open| {
-            let n = (piece.end - piece.start) as usize;
-            let dst = &mut out[at..at + n];
-            // SAFETY: the first `open` bytes of the piece lie below its VM's size, in the buffer
-            // (the caller's contract).
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    base.add(piece.start as usize),
-                    dst.as_mut_ptr(),
-                    open as usize,
-                )
-            };
-            dst[open as usize..].fill(0);
-            Ok(())
-        })
+    guarded_pieces(ranges, stride, pages, |piece, at, open| {
+        let n = (piece.end - piece.start) as usize;
+        let dst = &mut out[at..at + n];
+        // SAFETY: the first `open` bytes of the piece lie below its VM's size, in the buffer
+        // (the caller's contract).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                base.add(piece.start as usize),
+                dst.as_mut_ptr(),
+                open as usize,
+            )
+        };
+        dst[open as usize..].fill(0);
+        Ok(())
     })
 }
 
@@ -168,26 +165,24 @@ pub(crate) unsafe fn write_guarded(
     ranges: &[Range<u64>],
     data: &[u8],
 ) -> Result<(), BackendError> {
-    super::signals::while_faulting(|| {
-        guarded_pieces(ranges, stride, pages, |piece, at, open| {
-            let n = piece.end - piece.start;
-            if open < n {
-                return Err(BackendError::Launch(format!(
-                    "a write of {n} bytes at byte {} of the memory buffer reaches past its VM's \
+    guarded_pieces(ranges, stride, pages, |piece, at, open| {
+        let n = piece.end - piece.start;
+        if open < n {
+            return Err(BackendError::Launch(format!(
+                "a write of {n} bytes at byte {} of the memory buffer reaches past its VM's \
                  memory",
-                    piece.start
-                )));
-            }
-            // SAFETY: the whole piece lies below its VM's size, in the buffer.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    data[at..].as_ptr(),
-                    base.add(piece.start as usize),
-                    n as usize,
-                )
-            };
-            Ok(())
-        })
+                piece.start
+            )));
+        }
+        // SAFETY: the whole piece lies below its VM's size, in the buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data[at..].as_ptr(),
+                base.add(piece.start as usize),
+                n as usize,
+            )
+        };
+        Ok(())
     })
 }
 

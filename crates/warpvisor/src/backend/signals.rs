@@ -53,6 +53,12 @@ static PREVIOUS: [Previous; FAULT_SIGNALS.len()] = [const {
     }
 }; FAULT_SIGNALS.len()];
 
+/// The handler ours chains to for `signal`, if it is one of [`FAULT_SIGNALS`].
+fn previous(signal: libc::c_int) -> Option<&'static Previous> {
+    let i = FAULT_SIGNALS.iter().position(|&s| s == signal)?;
+    Some(&PREVIOUS[i])
+}
+
 /// Whether the handler is installed (or why the system refused).
 static INSTALLED: OnceLock<Result<(), String>> = OnceLock::new();
 
@@ -90,6 +96,15 @@ pub(crate) fn while_faulting<R>(body: impl FnOnce() -> R) -> R {
     FAULTING.set(true);
     let _unmark = Unmark;
     body()
+}
+
+/// [`while_faulting`] when `faults`, else `body` as it is.
+pub(crate) fn while_faulting_if<R>(faults: bool, body: impl FnOnce() -> R) -> R {
+    if faults {
+        while_faulting(body)
+    } else {
+        body()
+    }
 }
 
 /// Clears [`FAULTING`] when the shared hold ends, panicking or not.
@@ -145,7 +160,7 @@ fn put_on_top_of_all(displaced: Displaced) {
 /// # Safety
 /// Changes the process's signal disposition (async-signal-safe: only `sigaction` and atomics).
 unsafe fn put_on_top(signal: libc::c_int, displaced: Displaced) -> std::io::Result<()> {
-    let Some(i) = FAULT_SIGNALS.iter().position(|&s| s == signal) else {
+    let Some(slot) = previous(signal) else {
         return Ok(());
     };
     // SAFETY: zeroed sigactions are valid values to fill; the previous one is read back.
@@ -162,12 +177,8 @@ unsafe fn put_on_top(signal: libc::c_int, displaced: Displaced) -> std::io::Resu
         if previous.sa_sigaction != action.sa_sigaction
             && !(one_shot && displaced == Displaced::SkipOneShot)
         {
-            PREVIOUS[i]
-                .flags
-                .store(previous.sa_flags, Ordering::Release);
-            PREVIOUS[i]
-                .handler
-                .store(previous.sa_sigaction, Ordering::Release);
+            slot.flags.store(previous.sa_flags, Ordering::Release);
+            slot.handler.store(previous.sa_sigaction, Ordering::Release);
         }
     }
     Ok(())
@@ -203,11 +214,11 @@ extern "C" fn on_fault(
 /// # Safety
 /// The arguments must be the handler's.
 unsafe fn chain(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
-    let Some(i) = FAULT_SIGNALS.iter().position(|&s| s == signal) else {
+    let Some(slot) = previous(signal) else {
         return restore_default(signal);
     };
-    let handler = PREVIOUS[i].handler.load(Ordering::Acquire);
-    let flags = PREVIOUS[i].flags.load(Ordering::Acquire);
+    let handler = slot.handler.load(Ordering::Acquire);
+    let flags = slot.flags.load(Ordering::Acquire);
     if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
         // Returning re-executes the faulting instruction under the default action.
         return restore_default(signal);

@@ -236,11 +236,7 @@ impl CpuKernel {
         };
         // Guard faults keep an in-process compiler's builds waiting (`backend/signals.rs`); a
         // launch from inside a host call runs under its outer launch's hold.
-        if guarded.is_some() && !self.pool.is_worker() {
-            signals::while_faulting(dispatch)?;
-        } else {
-            dispatch()?;
-        }
+        signals::while_faulting_if(guarded.is_some() && !self.pool.is_worker(), dispatch)?;
         if let Some(e) = failure.into_inner().unwrap_or_else(|p| p.into_inner()) {
             return Err(e);
         }

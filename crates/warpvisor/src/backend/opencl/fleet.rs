@@ -36,7 +36,8 @@ use super::Shared;
 use crate::abi::fleet::controls_as_bytes_mut;
 use crate::abi::{status, FleetBuffer, FleetShape, KernelParam, ScalarArg, VmControl};
 use crate::backend::{
-    check_ranges, dirty_marks, read_guarded, write_guarded, BackendError, DeviceFleet, Traffic,
+    check_ranges, dirty_marks, read_guarded, signals, write_guarded, BackendError, DeviceFleet,
+    Traffic,
 };
 
 /// The buffers of one fleet on an OpenCL device, in [`FleetBuffer::ALL`]'s order.
@@ -282,7 +283,8 @@ impl ClFleet {
     }
 
     /// `read` of guarded memories ([`read_guarded`]; the fault handler opens the pages below
-    /// a VM's size that it never touched as the copy reaches them).
+    /// a VM's size that it never touched as the copy reaches them, so the copy keeps an
+    /// in-process compiler's builds waiting, `backend/signals.rs`).
     fn read_guarded(
         g: &GuardedMemory,
         ranges: &[Range<u64>],
@@ -291,17 +293,19 @@ impl ClFleet {
         let base = g.base().as_ptr() as *const u8;
         // SAFETY: the reservation holds the ranges (`check_ranges`); below each VM's size it
         // is readable or opened on first touch.
-        unsafe { read_guarded(base, g.stride(), |vm| g.pages(vm), ranges, out) }
+        signals::while_faulting(|| unsafe {
+            read_guarded(base, g.stride(), |vm| g.pages(vm), ranges, out)
+        })
     }
 
-    /// `write` into guarded memories ([`write_guarded`]).
+    /// `write` into guarded memories ([`write_guarded`]; as `read_guarded`, it may fault).
     fn write_guarded(
         g: &GuardedMemory,
         ranges: &[Range<u64>],
         data: &[u8],
     ) -> Result<(), BackendError> {
         // SAFETY: as in `read_guarded`.
-        unsafe {
+        signals::while_faulting(|| unsafe {
             write_guarded(
                 g.base().as_ptr(),
                 g.stride(),
@@ -309,7 +313,7 @@ impl ClFleet {
                 ranges,
                 data,
             )
-        }
+        })
     }
 
     /// Every VM's control block, read through the host's view of the buffer.

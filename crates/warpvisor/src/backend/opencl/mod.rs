@@ -403,13 +403,9 @@ impl OpenClKernel {
         // The entries return for indices past the fleet's VMs.
         let global = local.map_or(num_vms, |l| num_vms.div_ceil(l) * l);
         // Guard faults keep an in-process compiler's builds waiting (`backend/signals.rs`).
-        if fleet.guarded() {
-            crate::backend::signals::while_faulting(|| {
-                self.enqueue_and_wait(entry, name, fleet, imports, local, global)
-            })
-        } else {
+        crate::backend::signals::while_faulting_if(fleet.guarded(), || {
             self.enqueue_and_wait(entry, name, fleet, imports, local, global)
-        }
+        })
     }
 
     /// [`run`](Self::run)'s launch of `entry` over `global` work-items in groups of `local`.

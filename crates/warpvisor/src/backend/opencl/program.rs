@@ -60,11 +60,10 @@ pub fn build(
         }
         // A stale or foreign binary: rebuild from source below.
     }
-    // PoCL's compiler loses its temporary files ("unable to rename temporary") when a signal
-    // reaches its handler during a build (a wasmtime trap on another thread, say); that build
-    // failure says nothing about the kernel, so it is retried.
-    // Its compiler registers signal handlers of its own: `backend/signals.rs` keeps them
-    // from meeting guard faults.
+    // PoCL's compiler registers signal handlers of its own (`backend/signals.rs` keeps guard
+    // faults away from them). A signal that still reaches one during a build (a wasmtime
+    // trap on another thread, say) deletes the build's temporary files ("unable to rename
+    // temporary"): a failure that says nothing about the kernel, so the build is retried.
     let build = || Program::create_and_build_from_source(context, code, &opts);
     let mut attempt = signals::while_compiling(build);
     for _ in 0..3 {
