@@ -4,7 +4,7 @@
 # first. `cargo test` runs one binary after another, and most of CI's binaries spend their time
 # in a few long tests (a PoCL build, an NVRTC compile) while the other cores wait; side by side
 # they keep every core busy. One line per binary as it ends; each binary's output in
-# $LOGS/NAME-KIND.log (default target/test-logs/), the failures' printed at the end.
+# $LOGS/NAME-KIND.log (default target/test-logs/), the failures' ends printed at the end.
 #
 #   scripts/test.sh                 # everything; exit status 1 if anything failed
 #   scripts/test.sh FILTER...       # arguments go to every test binary (libtest's filters)
@@ -18,8 +18,8 @@ rm -f "$logs"/*.log
 
 cargo test --workspace --no-run || exit 1
 # Binaries by name, kind, executable and manifest, longest first: the ones CI spends minutes
-# in (README, "where the tests' time goes") lead, so none of them is left running alone at the
-# end while the other cores idle.
+# in (the README gives their times) lead, so none of them is left running alone at the end
+# while the other cores idle.
 list=$(cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
 import sys, json
 slow = ["wasi", "spec", "differential", "cuda", "riscv", "ptx_corpus", "guard_regions",
@@ -66,8 +66,9 @@ failed=$(ls "$logs"/*.failed 2>/dev/null)
 if [ -n "$failed" ]; then
   for f in $failed; do
     log=${f%.failed}.log
-    echo "=== $(basename "$log") (last 60 lines) ==="
-    tail -n 60 "$log"
+    # libtest prints each failure's output at the end of its run.
+    echo "=== $(basename "$log") (last 200 lines) ==="
+    tail -n 200 "$log"
   done
   echo "FAILED: $(echo "$failed" | xargs -n1 basename | sed 's/\.failed$//' | tr '\n' ' ')"
   exit 1
