@@ -15,15 +15,8 @@ export WARPVISOR_REQUIRE_NVRTC=1 WARPVISOR_REQUIRE_RISCV_TOOLS=1
 export WARPVISOR_CACHE_DIR="$logs/kernel-cache" POCL_CACHE_DIR="$logs/pocl-cache"
 rm -rf "$WARPVISOR_CACHE_DIR" "$POCL_CACHE_DIR"
 mkdir -p "$WARPVISOR_CACHE_DIR" "$POCL_CACHE_DIR"
-cargo test --workspace --no-run >/dev/null 2>&1  # build first: timings without a compiler beside them
-cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
-import sys, json
-for l in sys.stdin:
-    try: m = json.loads(l)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        print(m["target"]["name"], m["target"]["kind"][0], m["executable"], m["manifest_path"])
-' | while read -r name kind exe manifest; do
+# Built first: timings without a compiler beside them.
+scripts/test-binaries.sh 2>/dev/null | while read -r name kind exe manifest; do
   start=$(date +%s.%N)
   # libtest's per-test times are unstable options (RUSTC_BOOTSTRAP lets a stable harness take them).
   (cd "$(dirname "$manifest")" && RUSTC_BOOTSTRAP=1 "$exe" -Z unstable-options --report-time \

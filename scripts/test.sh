@@ -16,26 +16,7 @@ jobs=${JOBS:-$(nproc)}
 mkdir -p "$logs"
 rm -f "$logs"/*.log
 
-cargo test --workspace --no-run || exit 1
-# Binaries by name, kind, executable and manifest, longest first: the ones CI spends minutes
-# in (the README gives their times) lead, so none of them is left running alone at the end
-# while the other cores idle.
-list=$(cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
-import sys, json
-slow = ["wasi", "spec", "differential", "cuda", "riscv", "ptx_corpus", "guard_regions",
-        "serve", "backends", "fleet"]
-rows = []
-for l in sys.stdin:
-    try: m = json.loads(l)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["profile"]["test"]:
-        name = m["target"]["name"]
-        rank = slow.index(name) if name in slow else len(slow)
-        rows.append((rank, name, m["target"]["kind"][0], m["executable"], m["manifest_path"]))
-for r in sorted(rows):
-    print(*r[1:])
-') || exit 1
-[ -n "$list" ] || { echo "no test binaries found" >&2; exit 1; }
+list=$(scripts/test-binaries.sh) || exit 1
 
 run_one() {  # name kind executable manifest [args...]
   local name=$1 kind=$2 exe=$3 manifest=$4 start rc
