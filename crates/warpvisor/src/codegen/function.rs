@@ -62,8 +62,6 @@ pub(super) struct FunctionEmitter<'m, 'a> {
     ctx: &'m ModuleContext<'m, 'a>,
     func: u32,
     cps: bool,
-    /// The kernel makes direct calls: a continuation's body takes the VM context.
-    direct: bool,
     /// The callees this function's calls reach as C functions first ([`Self::yield_call`]):
     /// the continuations of its kernel on no call cycle, and which `call_indirect`s may reach
     /// fastcalls and such continuations (`native.rs`).
@@ -92,12 +90,11 @@ pub(super) struct FunctionEmitter<'m, 'a> {
 
 impl<'m, 'a> FunctionEmitter<'m, 'a> {
     /// The emitter of function `func`; `guard`: the kernel has guard regions (stores may
-    /// share their dirty-page marks, see [`marks`]); `direct`: it makes direct calls.
+    /// share their dirty-page marks, see [`marks`]).
     pub(super) fn new(
         ctx: &'m ModuleContext<'m, 'a>,
         func: u32,
         guard: bool,
-        direct: bool,
         native: &'m NativeCalls,
     ) -> Self {
         let ty = ctx.module.func_type(func);
@@ -110,7 +107,6 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
             ctx,
             func,
             cps: ctx.graph.yields[func as usize],
-            direct,
             native,
             results: ty.results().to_vec(),
             locals,
@@ -313,24 +309,17 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
         }
         let values = self.top_slots(n);
         let mut code = String::new();
-        if self.cps {
-            for (k, (v, ty)) in values.iter().zip(self.results.clone()).enumerate() {
-                let _ = write!(code, "WV_RET({k}) = wv_enc_{}({v}); ", slot_suffix(ty));
+        match n {
+            0 => code.push_str("return;"),
+            1 => {
+                let _ = write!(code, "return {};", values[0]);
             }
-            code.push_str("wv_pop_frame(f, vm, fp); return;");
-        } else {
-            match n {
-                0 => code.push_str("return;"),
-                1 => {
-                    let _ = write!(code, "return {};", values[0]);
+            _ => {
+                let _ = write!(code, "{{ {} r_; ", tuple_name(&self.results));
+                for (k, v) in values.iter().enumerate() {
+                    let _ = write!(code, "r_.v{k} = {v}; ");
                 }
-                _ => {
-                    let _ = write!(code, "{{ {} r_; ", tuple_name(&self.results));
-                    for (k, v) in values.iter().enumerate() {
-                        let _ = write!(code, "r_.v{k} = {v}; ");
-                    }
-                    code.push_str("return r_; }");
-                }
+                code.push_str("return r_; }");
             }
         }
         Ok(code)
@@ -681,13 +670,29 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
 
 /// `WV_FUNC RET wv_fN(wv_fleet *f, uint32_t vm, T0 l0, ...)` for fastcall `func`.
 pub(super) fn fastcall_signature(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
+    signature(ctx, func, &format!("wv_f{func}(WV_CTX_PARAMS"))
+}
+
+/// `WV_FUNC RET wv_bN(WV_CTX_PARAMS, uint32_t fp, uint32_t depth, uint32_t resume, T0 l0, ...)`:
+/// a continuation's body, on frame `fp` at `depth` frames, resuming at point `resume` (0: a
+/// call, with its arguments in `l0...`).
+pub(super) fn continuation_signature(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
+    signature(
+        ctx,
+        func,
+        &format!("wv_b{func}(WV_CTX_PARAMS, uint32_t fp, uint32_t depth, uint32_t resume"),
+    )
+}
+
+/// `WV_FUNC RET head, T0 l0, ...)` for function `func`.
+fn signature(ctx: &ModuleContext<'_, '_>, func: u32, head: &str) -> String {
     let ty = ctx.module.func_type(func);
     let ret = match ty.results().len() {
         0 => "void".to_string(),
         1 => c_type(ty.results()[0]).to_string(),
         _ => tuple_name(ty.results()),
     };
-    let mut s = format!("WV_FUNC {ret} wv_f{func}(WV_CTX_PARAMS");
+    let mut s = format!("WV_FUNC {ret} {head}");
     for (i, p) in ty.params().iter().enumerate() {
         let _ = write!(s, ", {} l{i}", c_type(*p));
     }

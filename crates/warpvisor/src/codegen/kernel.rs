@@ -7,12 +7,14 @@ use std::collections::BTreeSet;
 use std::fmt::Write;
 
 use super::devirt::ConstantSlots;
-use super::function::{fastcall_signature, sanitize_comment, FunctionEmitter};
-use super::native::{native_dispatch_signature, NativeCalls};
+use super::function::{
+    continuation_signature, fastcall_signature, sanitize_comment, FunctionEmitter,
+};
+use super::native::{native_dispatch_signature, result_type, NativeCalls};
 use super::partition::{self, fastcall_closure};
 use super::{
-    c_type, dead_return, kernel_layout, slot_suffix, tuple_name, CodegenError, KernelLayout,
-    KernelOptions, KernelSource, MemoryChecks, ModuleContext, PRELUDE,
+    c_type, dead_return, kernel_layout, slot_suffix, tuple_name, zero_value, CodegenError,
+    KernelLayout, KernelOptions, KernelSource, MemoryChecks, ModuleContext, PRELUDE,
 };
 use crate::abi;
 use crate::analysis::{CallGraph, Signatures};
@@ -262,7 +264,7 @@ fn emit_partition(
     out.push_str("\n/* ---- functions ---- */\n");
     for &f in &bodies {
         if graph.yields[f as usize] {
-            let _ = writeln!(out, "WV_FUNC void wv_k{f}(WV_START_PARAMS);");
+            let _ = writeln!(out, "{};", continuation_signature(ctx, f));
         } else {
             let _ = writeln!(out, "{};", fastcall_signature(ctx, f));
         }
@@ -271,19 +273,18 @@ fn emit_partition(
         let _ = writeln!(out, "{};", dispatch_signature(ctx, s));
     }
     for &s in &native.native_sigs {
-        let _ = writeln!(out, "{};", native_dispatch_signature(s));
+        let _ = writeln!(out, "{};", native_dispatch_signature(ctx, s));
     }
     if !native.fast_sigs.is_empty() || !native.native_sigs.is_empty() {
         out.push_str(&native.kind_table(graph, &fastcalls));
     }
     let guard = options.memory_checks == MemoryChecks::Guard;
-    let direct = options.native_calls();
     for (i, &f) in bodies.iter().enumerate() {
         out.push('\n');
         if (f as usize) < module.imported_funcs {
             out.push_str(&direct_import(ctx, f));
         } else {
-            out.push_str(&FunctionEmitter::new(ctx, f, guard, direct, &native).emit()?);
+            out.push_str(&FunctionEmitter::new(ctx, f, guard, &native).emit()?);
         }
         check_kernel_size(&out, || {
             format!("{} of its {} functions", i + 1, bodies.len())
@@ -303,9 +304,9 @@ fn emit_partition(
         check_kernel_size(&out, || "its functions and call_indirect dispatch".into())?;
     }
 
-    out.push_str("\n/* ---- entry shims: fastcalls started by the trampoline ---- */\n");
+    out.push_str("\n/* ---- entry shims: what the trampoline starts or resumes on a VM's top frame ---- */\n");
     for &f in members {
-        if !graph.yields[f as usize] {
+        if (f as usize) >= module.imported_funcs {
             out.push_str(&entry_shim(ctx, f));
             check_kernel_size(&out, || "its functions and entry shims".into())?;
         }
@@ -381,14 +382,6 @@ fn signature_text(ty: &wasmparser::FuncType) -> String {
             .join(", ")
     };
     format!("({}) -> ({})", list(ty.params()), list(ty.results()))
-}
-
-fn result_type(results: &[wasmparser::ValType]) -> String {
-    match results.len() {
-        0 => "void".into(),
-        1 => c_type(results[0]).into(),
-        _ => tuple_name(results),
-    }
 }
 
 /// `WV_FUNC RET wv_ciS(WV_CTX_PARAMS, uint32_t callee, T0 l0, ...)`: `WV_CTX_PARAMS` is the
@@ -469,20 +462,39 @@ fn direct_import(ctx: &ModuleContext<'_, '_>, import: u32) -> String {
     out
 }
 
+/// The entry of function `func` from the trampoline, on the VM's top frame: `wv_eN` calls
+/// fastcall `wv_fN` with the frame's arguments; `wv_kN` calls continuation body `wv_bN`
+/// with them, or resumes it at the point its frame records. Either pops the frame and
+/// leaves the results in the result words when the function returns.
 fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
     let ty = ctx.module.func_type(func);
-    let mut out = format!("WV_FUNC void wv_e{func}(WV_START_PARAMS) {{\n");
-    out.push_str(
-        "  WV_START();\n  WV_GLOBAL wv_vm *v = &f->vms[vm];\n  uint32_t fp = v->fp;\n  WV_UNWIND_POINT();\n",
+    let continuation = ctx.graph.yields[func as usize];
+    let (entry, body) = if continuation { ('k', 'b') } else { ('e', 'f') };
+    let mut out = format!(
+        "WV_FUNC void wv_{entry}{func}(WV_START_PARAMS) {{\n  WV_START();\n  WV_FRAME_ENTER();\n  WV_UNWIND_POINT();\n"
     );
-    let args: Vec<String> = ty
+    let mut args: Vec<String> = ty
         .params()
         .iter()
         .enumerate()
-        .map(|(i, t)| format!("wv_dec_{}(WV_STK(fp + {}))", slot_suffix(*t), 3 + i))
+        .map(|(i, t)| {
+            let arg = format!("wv_dec_{}(WV_STK(fp + {}))", slot_suffix(*t), 3 + i);
+            match continuation {
+                // A resumed body restores its live locals itself.
+                true => format!("resume ? {} : {arg}", zero_value(*t)),
+                false => arg,
+            }
+        })
         .collect();
+    if continuation {
+        let frame = ["fp", "v->depth", "resume"].map(String::from);
+        args.splice(0..0, frame);
+    }
     let sep = if args.is_empty() { "" } else { ", " };
-    let call = format!("WV_OPAQUE(wv_f{func})(WV_CTX_ARGS{sep}{})", args.join(", "));
+    let call = format!(
+        "WV_OPAQUE(wv_{body}{func})(WV_CTX_ARGS{sep}{})",
+        args.join(", ")
+    );
     match ty.results().len() {
         0 => {
             let _ = writeln!(out, "  {call};");
@@ -494,18 +506,14 @@ fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
             let _ = writeln!(out, "  {} r_ = {call};", tuple_name(ty.results()));
         }
     }
-    out.push_str("  WV_START_LEAVE();\n  if (v->status != WV_RUNNING) return;\n");
-    match ty.results().len() {
-        0 => {}
-        1 => {
-            let _ = writeln!(
-                out,
-                "  WV_RET(0) = wv_enc_{}(r_);",
-                slot_suffix(ty.results()[0])
-            );
+    out.push_str("  WV_START_LEAVE();\n  if (WV_YIELDED()) return;\n");
+    match ty.results() {
+        [] => {}
+        [t] => {
+            let _ = writeln!(out, "  WV_RET(0) = wv_enc_{}(r_);", slot_suffix(*t));
         }
-        _ => {
-            for (k, t) in ty.results().iter().enumerate() {
+        results => {
+            for (k, t) in results.iter().enumerate() {
                 let _ = writeln!(out, "  WV_RET({k}) = wv_enc_{}(r_.v{k});", slot_suffix(*t));
             }
         }

@@ -364,6 +364,14 @@ pub(crate) fn c_type(t: ValType) -> &'static str {
     }
 }
 
+/// The C initial value of a local of type `t` (a reference's is null).
+pub(crate) fn zero_value(t: ValType) -> &'static str {
+    match t {
+        ValType::Ref(_) => "WV_NULL_REF",
+        _ => "0",
+    }
+}
+
 /// Suffix naming a value type in slot names and helpers.
 pub(crate) fn slot_suffix(t: ValType) -> &'static str {
     match t {
@@ -476,7 +484,10 @@ mod tests {
         );
         assert!(c.contains("WV_FUNC uint32_t wv_f0(WV_CTX_PARAMS, uint32_t l0)"));
         assert!(c.contains("/* func 1 \"rec\" (i32) -> (i32): continuation"));
-        assert!(c.contains("WV_FUNC void wv_k1(WV_CTX_PARAMS)"));
+        assert!(c.contains(
+            "WV_FUNC uint32_t wv_b1(WV_CTX_PARAMS, uint32_t fp, uint32_t depth, uint32_t resume, uint32_t l0)"
+        ));
+        assert!(c.contains("WV_FUNC void wv_k1(WV_START_PARAMS)"), "{c}");
         assert!(
             c.contains("WV_I32_DIV_S("),
             "trapping division uses the prelude helper"
@@ -500,6 +511,45 @@ mod tests {
         assert!(c.contains("WV_STK(fp + 3) = wv_enc_i32(l2);"), "{c}");
         assert!(!c.contains("wv_enc_i32(l1)"), "dead local saved: {c}");
         assert!(!c.contains("wv_enc_i32(l0)"), "dead parameter saved: {c}");
+    }
+
+    #[test]
+    fn native_calls_of_continuations_write_frames_only_when_the_callee_yields() {
+        // $mid reaches an import, so it is a continuation; $top calls it natively.
+        let c = kernel(
+            r#"(module
+                 (import "env" "tick" (func $tick (param i32)))
+                 (func $mid (param i32) (result i32)
+                   (call $tick (local.get 0)) (i32.add (local.get 0) (i32.const 1)))
+                 (func $top (export "top") (param i32) (result i32) (local i32)
+                   (local.set 1 (i32.const 7))
+                   (i32.add (call $mid (local.get 0)) (local.get 1))))"#,
+        );
+        let call = c
+            .lines()
+            .find(|l| l.contains("wv_b1(WV_CTX_ARGS, nfp, depth + 1, 0, s0_i32)"))
+            .unwrap_or_else(|| panic!("no native call of $mid: {c}"));
+        // Arguments and result in C; the callee's frame header, the caller's resume point and
+        // its live local written only on the yield path.
+        let (before, after) = call.split_once("wv_b1(").unwrap();
+        assert!(
+            !before.contains("WV_STK"),
+            "frame written before the call: {call}"
+        );
+        assert!(
+            after.contains(
+                "if (WV_YIELDED()) { WV_YIELDED_FRAME(nfp, 1); WV_STK(fp + 2) = 1; WV_STK(fp + 3) = wv_enc_i32(l1);"
+            ),
+            "{call}"
+        );
+        assert!(
+            call.starts_with("  WV_NATIVE_DEPTH(); nfp = fp + "),
+            "{call}"
+        );
+        assert!(
+            call.contains("s0_i32 = wv_b1("),
+            "result as the C return value: {call}"
+        );
     }
 
     #[test]

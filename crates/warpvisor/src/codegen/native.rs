@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use super::{KernelOptions, ModuleContext};
+use super::{c_type, dead_return, tuple_name, KernelOptions, ModuleContext};
 use crate::analysis::CallGraph;
 
 /// `wv_callee_kind` of a function the trampoline must run.
@@ -97,24 +97,55 @@ impl NativeCalls {
         )
     }
 
-    /// `wv_cnS`: calls the continuation `callee` of signature `sig` whose frame the caller
-    /// pushed, as a C function — a `switch` over this kernel's native targets of `sig`.
+    /// `wv_cnS`: calls the continuation `callee` of signature `sig` as a C function on frame
+    /// `fp` at `depth` — a `switch` over this kernel's native targets of `sig`.
     pub(super) fn dispatch(&self, ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
+        let ty = &ctx.sigs.distinct[sig as usize];
+        let args: String = (0..ty.params().len()).map(|i| format!(", l{i}")).collect();
+        let ret = if ty.results().is_empty() {
+            ""
+        } else {
+            "return "
+        };
         let mut out = format!(
             "/* call_indirect of signature {sig} to a continuation of this kernel */\n{} {{\n  switch (callee) {{\n",
-            native_dispatch_signature(sig)
+            native_dispatch_signature(ctx, sig)
         );
         for &t in ctx.graph.indirect_targets(sig) {
             if self.callees[t as usize] {
-                let _ = writeln!(out, "    case {t}u: wv_k{t}(WV_CTX_ARGS); return;");
+                let _ = write!(
+                    out,
+                    "    case {t}u: {ret}wv_b{t}(WV_CTX_ARGS, fp, depth, 0{args});"
+                );
+                out.push_str(if ret.is_empty() { " return;\n" } else { "\n" });
             }
         }
-        out.push_str("  }\n}\n");
+        out.push_str("  }\n");
+        out.push_str(&dead_return(ty.results()));
+        out.push_str("}\n");
         out
     }
 }
 
-/// `WV_FUNC void wv_cnS(WV_CTX_PARAMS, uint32_t callee)`.
-pub(super) fn native_dispatch_signature(sig: u32) -> String {
-    format!("WV_FUNC void wv_cn{sig}(WV_CTX_PARAMS, uint32_t callee)")
+/// `WV_FUNC RET wv_cnS(WV_CTX_PARAMS, uint32_t fp, uint32_t depth, uint32_t callee, T0 l0, ...)`.
+pub(super) fn native_dispatch_signature(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
+    let ty = &ctx.sigs.distinct[sig as usize];
+    let mut s = format!(
+        "WV_FUNC {} wv_cn{sig}(WV_CTX_PARAMS, uint32_t fp, uint32_t depth, uint32_t callee",
+        result_type(ty.results())
+    );
+    for (i, p) in ty.params().iter().enumerate() {
+        let _ = write!(s, ", {} l{i}", c_type(*p));
+    }
+    s.push(')');
+    s
+}
+
+/// The C type a function with `results` returns.
+pub(super) fn result_type(results: &[wasmparser::ValType]) -> String {
+    match results.len() {
+        0 => "void".into(),
+        1 => c_type(results[0]).into(),
+        _ => tuple_name(results),
+    }
 }

@@ -233,6 +233,9 @@ typedef struct wv_ctx {
   WV_GLOBAL uint8_t *db;
   uint64_t stack_floor;
   uint32_t vm;
+  /* Set when a continuation has made a call through the trampoline: its callers, C frames
+   * that called it as a C function, write their frames and return (WV_YIELDED). */
+  uint32_t yielding;
 #if WV_TRACE
   /* The VM's trace words not yet given to the host (simt/trace.rs), and where the current
    * block's records start. */
@@ -258,6 +261,7 @@ WV_FN void wv_ctx_enter(wv_ctx *c, wv_fleet *f, uint32_t vm) {
 #endif
   c->f = f;
   c->vm = vm;
+  c->yielding = 0;
   c->mb = wv_mem_base(f, vm);
 #if WV_DIRTY_PAGES
   c->db = wv_dirty_base(f, vm);
@@ -604,17 +608,33 @@ WV_FN uint32_t wv_table_func(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_
 }
 
 /* ---- continuations ----------------------------------------------------------------------- */
-/* Pushes the frame of a call to `fid` above the caller's frame of `words` words; on success the
- * caller writes the arguments at WV_STK(nfp + WV_FRAME_HEADER + i) and returns to the trampoline. */
+/* A continuation's body (`wv_bN`) takes its frame pointer `fp`, its depth in the VM's call
+ * stack `depth` and its resume point as C parameters, its arguments as C parameters too, and
+ * returns its results as a C function does: a frame in the VM's stack holds what the body needs
+ * to resume, and is written only when the VM leaves the kernel's C frames (a yield).
+ * Pushes the frame of a call to `fid` above the caller's frame of `words` words, for a call
+ * through the trampoline; the caller then writes the arguments at
+ * WV_STK(nfp + WV_FRAME_HEADER + i) and enters it (WV_ENTER). */
 #define WV_PUSH_FRAME(nfp, words, fid, nargs) do { nfp = fp + (words); \
-  if (v->depth >= f->max_depth || (uint64_t)nfp + WV_FRAME_HEADER + (nargs) > f->stack_words) \
+  if (depth >= f->max_depth || (uint64_t)nfp + WV_FRAME_HEADER + (nargs) > f->stack_words) \
     WV_TRAP(WV_TRAP_STACK_OVERFLOW); \
   WV_STK(nfp) = fp; WV_STK(nfp + 1) = (fid); WV_STK(nfp + 2) = 0; } while (0)
-#define WV_ENTER(nfp) do { v->fp = nfp; v->depth++; v->slow_calls++; } while (0)
-/* A continuation called as a C function on the frame pushed for it (not a slow call), and
- * whether it returned: its frame popped, the VM still running. */
-#define WV_ENTER_NATIVE(nfp) do { v->fp = nfp; v->depth++; } while (0)
-#define WV_RETURNED(fp) (v->status == WV_RUNNING && v->fp == (fp))
+/* Makes the pushed frame the VM's top frame and starts unwinding the C frames to the
+ * trampoline: the callers between see WV_YIELDED. */
+#define WV_ENTER(nfp) do { v->fp = nfp; v->depth = depth + 1; v->slow_calls++; c->yielding = 1; } while (0)
+/* Before a continuation called as a C function (at depth + 1): the call-depth limit, as
+ * WV_PUSH_FRAME checks it. Its frame's room is checked by the callee. */
+#define WV_NATIVE_DEPTH() do { if (depth >= f->max_depth) WV_TRAP(WV_TRAP_STACK_OVERFLOW); } while (0)
+/* Whether the callee just called as a C function left the kernel's C frames: it made a call
+ * through the trampoline (deeper down), or the VM trapped. */
+#define WV_YIELDED() (c->yielding || v->status != WV_RUNNING)
+/* A callee called as a C function on frame `nfp` yielded: the header of its frame, which only
+ * the caller knows (its own frame `fp` and the callee `fid`); the callee wrote its resume
+ * point and live values itself. */
+#define WV_YIELDED_FRAME(nfp, fid) do { WV_STK(nfp) = fp; WV_STK((nfp) + 1) = (fid); } while (0)
+/* A continuation's entry from the trampoline (`wv_kN`): its frame, and where to resume. */
+#define WV_FRAME_ENTER() WV_GLOBAL wv_vm *const v = &f->vms[vm]; const uint32_t fp = v->fp; \
+  const uint32_t resume = (uint32_t)WV_STK(fp + 2); c->yielding = 0
 /* Counts the `n` live values a yield point saves in its frame. */
 #define WV_SAVED(n) (v->saved_words += (n))
 

@@ -81,7 +81,8 @@ impl FunctionEmitter<'_, '_> {
         }
         let args = self.call_args(ty.params());
         let native = self.native.callees[callee as usize].then(|| NativeCall {
-            call: format!("wv_k{callee}(WV_CTX_ARGS)"),
+            callee: format!("wv_b{callee}(WV_CTX_ARGS"),
+            dispatch: false,
             guard: None,
         });
         self.yield_call(
@@ -174,7 +175,8 @@ impl FunctionEmitter<'_, '_> {
                 ));
             }
             let native = self.native.native_sigs.contains(&sig).then(|| NativeCall {
-                call: format!("wv_cn{sig}(WV_CTX_ARGS, callee)"),
+                callee: format!("wv_cn{sig}(WV_CTX_ARGS"),
+                dispatch: true,
                 guard: Some(format!("wv_callee_kind[callee] == {KIND_NATIVE}")),
             });
             self.yield_call(

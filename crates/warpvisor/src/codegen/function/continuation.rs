@@ -14,12 +14,17 @@ use std::fmt::Write;
 use wasmparser::ValType;
 
 use super::{sanitize_comment, slot_suffix, suffix_c_type, FunctionEmitter};
-use crate::codegen::{c_type, dead_return};
+use crate::codegen::{c_type, dead_return, tuple_name, zero_value};
 
 /// How [`FunctionEmitter::yield_call`] first calls its callee as a C function.
 pub(crate) struct NativeCall {
-    /// The C call (`wv_k3(WV_CTX_ARGS)`).
-    pub call: String,
+    /// The callee and the arguments before the WebAssembly ones, without the frame pointer,
+    /// depth and resume point that `yield_call` adds: `wv_b3(WV_CTX_ARGS` for a continuation,
+    /// `wv_cn5(WV_CTX_ARGS` (with `, callee` after the depth) for a `call_indirect`.
+    pub callee: String,
+    /// Whether the callee is a `wv_cnS` dispatch, which takes the target after the depth
+    /// where a body takes its resume point.
+    pub dispatch: bool,
     /// A C condition under which the call is made (else the trampoline runs the callee).
     pub guard: Option<String>,
 }
@@ -120,11 +125,11 @@ impl FunctionEmitter<'_, '_> {
     /// A call that may go through the trampoline, with its arguments `args` already popped:
     /// save live state, push the callee's frame, return; resume here when the callee returns.
     /// With `native`, the callee (a continuation of this kernel) is first called as a C
-    /// function on the frame pushed for it (when its guard holds): when it returns, the caller
-    /// reads its results and goes on with its locals intact — nothing saved, no trip through
+    /// function (when its guard holds), its arguments and results in C: when it returns, the
+    /// caller goes on with its locals intact — no frame written, nothing saved, no trip through
     /// the trampoline; only when it yields (a hypercall, a function of another partition, a
-    /// trap) does the caller save its live state and return too, to be resumed here by the
-    /// trampoline like any other yield point.
+    /// trap) does the caller write the callee's frame header, save its own live state and
+    /// return too, to be resumed here by the trampoline like any other yield point.
     pub(super) fn yield_call(
         &mut self,
         fid: &str,
@@ -174,40 +179,61 @@ impl FunctionEmitter<'_, '_> {
                 slot_suffix(*ty)
             );
         }
-        let push = format!(
-            "WV_STK(fp + 2) = {k}; WV_PUSH_FRAME(nfp, @FRAME@, {fid}, {});",
-            args.len()
-        );
         let save = if save.is_empty() {
             String::new()
         } else {
             format!("{save}WV_SAVED({word}); ")
         };
+        let push = format!(
+            "WV_STK(fp + 2) = {k}; WV_PUSH_FRAME(nfp, @FRAME@, {fid}, {});",
+            args.len()
+        );
+        let mut slots = Vec::new();
         let mut fetch = String::new();
         for (i, ty) in results.iter().enumerate() {
             let d = self.push(*ty);
             let _ = write!(fetch, "{d} = wv_dec_{}(WV_RET({i})); ", slot_suffix(*ty));
+            slots.push(d);
         }
         fetch.push_str("msz = WV_MEM_BYTES();");
         let is_native = native.is_some();
-        if let Some(NativeCall { call, guard }) = native {
-            self.line(&format!("{comment} /* yield point {k}, called natively */"));
-            self.line(&push);
+        if let Some(NativeCall {
+            callee,
+            dispatch,
+            guard,
+        }) = native
+        {
+            let mut call = match dispatch {
+                true => format!("{callee}, nfp, depth + 1, callee"),
+                false => format!("{callee}, nfp, depth + 1, 0"),
+            };
+            for a in args {
+                call.push_str(", ");
+                call.push_str(a);
+            }
+            call.push(')');
+            let call = assign_results(&call, &slots, results);
+            let yielded = format!(
+                "if (WV_YIELDED()) {{ WV_YIELDED_FRAME(nfp, {fid}); WV_STK(fp + 2) = {k}; {save}goto wv_unwind; }}"
+            );
             let native_call = format!(
-                "WV_ENTER_NATIVE(nfp); {call}; if (WV_RETURNED(fp)) {{ {fetch} goto wv_returned_{k}; }}"
+                "WV_NATIVE_DEPTH(); nfp = fp + @FRAME@; {call} {yielded} msz = WV_MEM_BYTES(); goto wv_returned_{k};"
             );
             match guard {
                 None => {
-                    self.line(&format!("{pass}{native_call}"));
-                    self.line(&format!("{save}return; /* it yielded */"));
+                    self.line(&format!("{comment} /* yield point {k}, called natively */"));
+                    self.line(&native_call);
                 }
                 Some(guard) => {
                     self.line(&format!(
-                        "{pass}if ({guard}) {{ {native_call} }} else WV_ENTER(nfp);"
+                        "{comment} /* yield point {k}, called natively when {guard} */"
                     ));
-                    self.line(&format!(
-                        "{save}return; /* it yielded, or goes through the trampoline */"
-                    ));
+                    self.line(&format!("if ({guard}) {{ {native_call} }}"));
+                    if !save.is_empty() {
+                        self.line(save.trim_end());
+                    }
+                    self.line(&push);
+                    self.line(&format!("{pass}WV_ENTER(nfp); goto wv_unwind;"));
                 }
             }
         } else {
@@ -216,7 +242,7 @@ impl FunctionEmitter<'_, '_> {
                 self.line(save.trim_end());
             }
             self.line(&push);
-            self.line(&format!("{pass}WV_ENTER(nfp); return;"));
+            self.line(&format!("{pass}WV_ENTER(nfp); goto wv_unwind;"));
         }
         self.body
             .push_str(&format!("wv_resume_{k}:; resume = 0;\n"));
@@ -257,19 +283,16 @@ impl FunctionEmitter<'_, '_> {
                 "/* func {} \"{name}\" {sig}: continuation, frame of {frame_words} words */",
                 self.func
             );
-            // With direct calls the trampoline enters the body through `wv_k{N}` below, which
-            // makes the VM context and the unwind point; with continuations it is `wv_k{N}`.
-            let body = if self.direct { "kb" } else { "k" };
             let _ = writeln!(
                 out,
-                "WV_FUNC void wv_{body}{}(WV_CTX_PARAMS) {{\n  WV_CTX_VIEW();",
-                self.func
+                "{} {{",
+                super::continuation_signature(self.ctx, self.func)
             );
         } else {
             let _ = writeln!(out, "/* func {} \"{name}\" {sig}: fastcall */", self.func);
             let _ = writeln!(out, "{} {{", super::fastcall_signature(self.ctx, self.func));
-            out.push_str("  WV_CTX_VIEW();\n");
         }
+        out.push_str("  WV_CTX_VIEW();\n");
         out.push_str("  WV_GLOBAL wv_vm *v = &f->vms[vm];\n");
         out.push_str("  uint64_t msz = WV_MEM_BYTES();\n");
         out.push_str("  WV_MEM_VIEW();\n");
@@ -277,25 +300,18 @@ impl FunctionEmitter<'_, '_> {
             out.push_str("  WV_TRACE_LOCALS();\n");
         }
         if self.cps {
-            out.push_str("  uint32_t fp = v->fp, nfp = 0;\n");
+            out.push_str("  uint32_t nfp = 0;\n");
         }
         if self.uses_callee {
             out.push_str("  uint32_t callee = 0;\n");
         }
-        let first_local = if self.cps { 0 } else { params.len() };
-        for (i, t) in self.locals.iter().enumerate().skip(first_local) {
-            let zero = if matches!(t, ValType::Ref(_)) {
-                "WV_NULL_REF"
-            } else {
-                "0"
-            };
-            let _ = writeln!(out, "  {} l{i} = {zero};", c_type(*t));
+        for (i, t) in self.locals.iter().enumerate().skip(params.len()) {
+            let _ = writeln!(out, "  {} l{i} = {};", c_type(*t), zero_value(*t));
         }
         for (pos, sfx) in &self.slots {
             let _ = writeln!(out, "  {} s{pos}_{sfx};", suffix_c_type(sfx));
         }
         if self.cps {
-            out.push_str("  uint32_t resume = (uint32_t)WV_STK(fp + 2);\n");
             out.push_str("  switch (resume) {\n    case 0: break;\n");
             let (cases, ranges) = match self.loops.first() {
                 Some(body) => body.dispatch(),
@@ -312,14 +328,6 @@ impl FunctionEmitter<'_, '_> {
                 out,
                 "  if ((uint64_t)fp + {frame_words} > f->stack_words) WV_TRAP(WV_TRAP_STACK_OVERFLOW);"
             );
-            for (i, t) in params.iter().enumerate() {
-                let _ = writeln!(
-                    out,
-                    "  l{i} = wv_dec_{}(WV_STK(fp + {}));",
-                    slot_suffix(*t),
-                    3 + i
-                );
-            }
         }
         out.push_str("  WV_FUEL();\n");
         if !self.cps && self.ctx.graph.recursive[self.func as usize] {
@@ -333,21 +341,25 @@ impl FunctionEmitter<'_, '_> {
             &self.dispatch,
         );
         out.push_str("wv_unwind:\n");
-        if self.cps {
-            out.push_str("  return;\n");
-        } else {
-            out.push_str(&dead_return(&self.results));
-        }
+        out.push_str(&dead_return(&self.results));
         out.push_str("}\n");
-        if self.cps && self.direct {
-            let _ = writeln!(
-                out,
-                "/* func {}'s entry from the trampoline: the VM context, and the unwind point of its traps and those of the fastcalls it calls */\n\
-                 WV_FUNC void wv_k{0}(WV_START_PARAMS) {{ WV_START(); WV_UNWIND_POINT(); WV_OPAQUE(wv_kb{0})(WV_CTX_ARGS); WV_START_LEAVE(); }}",
-                self.func
-            );
-        }
         out
+    }
+}
+
+/// The C call `call` whose results go to the operand slots `slots`.
+fn assign_results(call: &str, slots: &[String], results: &[ValType]) -> String {
+    match slots {
+        [] => format!("{call};"),
+        [d] => format!("{d} = {call};"),
+        _ => {
+            let mut code = format!("{{ {} r_ = {call}; ", tuple_name(results));
+            for (k, d) in slots.iter().enumerate() {
+                let _ = write!(code, "{d} = r_.v{k}; ");
+            }
+            code.push('}');
+            code
+        }
     }
 }
 
