@@ -64,7 +64,7 @@ struct Args {
     /// Device compiler optimisation level, 0-3.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(0..=3))]
     opt_level: u8,
-    /// Kernel partition size in operators (default: warpvisor's, e.g. 10000 on opencl).
+    /// Kernel partition size in operators (default: warpvisor's, e.g. 2000 on cuda, one kernel on opencl).
     #[arg(long)]
     partition_ops: Option<u32>,
     /// How warpvisor-cpu's kernels make calls: `direct` (default) or `continuations` (the

@@ -132,8 +132,8 @@ pub struct FleetArgs {
           value_parser = clap::value_parser!(u32).range(0..=MAX_TABLE_ELEMENTS as i64))]
     pub max_table_elements: u32,
     /// Split the kernel into partitions of at most this many WebAssembly operators (0: one
-    /// kernel). Default: none for cpu, 10000 for opencl, 2000 for cuda: device compilers slow
-    /// down with kernel size, and every call between partitions costs a launch.
+    /// kernel). Default: none for cpu and opencl, 2000 for cuda: a device compiler may slow down
+    /// with kernel size, and every call between partitions costs a launch.
     #[arg(long)]
     pub partition_ops: Option<u32>,
     /// Stop every VM that runs more than this many function calls and loop iterations, with

@@ -224,13 +224,15 @@ impl Dialect {
 
     /// Kernel partition size, in WebAssembly operators, that suits this dialect's compiler
     /// (`KernelOptions::partition_ops`; 0: one kernel). Host C builds fastest as one kernel.
-    /// PoCL builds faster with 10,000-operator partitions than with 2,000 — smaller ones copy
-    /// the same fastcalls into more kernels — and calls cross between them far less often
-    /// (docs/opencl.md). CUDA keeps 2,000 until NVRTC has been measured the same way.
+    /// PoCL, since continuations write frames only when they yield, builds one kernel about as
+    /// fast as 10,000-operator partitions, which copy the same callees into many kernels (the
+    /// ten benchmarks cold, 2026-12-06: 889 s against 879 s in all; PHash without a profile
+    /// 100 s against 312 s), and one kernel makes no launches between partitions, so it runs
+    /// faster (docs/benchmarks.md). CUDA keeps 2,000 until NVRTC has been measured the same way.
     pub fn default_partition_ops(self) -> u32 {
         match self {
             Dialect::C => 0,
-            Dialect::OpenCl => 10_000,
+            Dialect::OpenCl => 0,
             Dialect::Cuda => 2_000,
         }
     }
