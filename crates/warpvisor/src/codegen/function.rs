@@ -670,23 +670,25 @@ impl<'m, 'a> FunctionEmitter<'m, 'a> {
 
 /// `WV_FUNC RET wv_fN(wv_fleet *f, uint32_t vm, T0 l0, ...)` for fastcall `func`.
 pub(super) fn fastcall_signature(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
-    signature(ctx, func, &format!("wv_f{func}(WV_CTX_PARAMS"))
+    c_signature(
+        ctx.module.func_type(func),
+        &format!("wv_f{func}(WV_CTX_PARAMS"),
+    )
 }
 
 /// `WV_FUNC RET wv_bN(WV_CTX_PARAMS, uint32_t fp, uint32_t depth, uint32_t resume, T0 l0, ...)`:
 /// a continuation's body, on frame `fp` at `depth` frames, resuming at point `resume` (0: a
 /// call, with its arguments in `l0...`).
 pub(super) fn continuation_signature(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
-    signature(
-        ctx,
-        func,
+    c_signature(
+        ctx.module.func_type(func),
         &format!("wv_b{func}(WV_CTX_PARAMS, uint32_t fp, uint32_t depth, uint32_t resume"),
     )
 }
 
-/// `WV_FUNC RET head, T0 l0, ...)` for function `func`.
-fn signature(ctx: &ModuleContext<'_, '_>, func: u32, head: &str) -> String {
-    let ty = ctx.module.func_type(func);
+/// `WV_FUNC RET head, T0 l0, ...)`: a C function of WebAssembly type `ty` whose name and
+/// leading parameters are `head`.
+pub(super) fn c_signature(ty: &wasmparser::FuncType, head: &str) -> String {
     let ret = match ty.results().len() {
         0 => "void".to_string(),
         1 => c_type(ty.results()[0]).to_string(),

@@ -8,9 +8,9 @@ use std::fmt::Write;
 
 use super::devirt::ConstantSlots;
 use super::function::{
-    continuation_signature, fastcall_signature, sanitize_comment, FunctionEmitter,
+    c_signature, continuation_signature, fastcall_signature, sanitize_comment, FunctionEmitter,
 };
-use super::native::{native_dispatch_signature, result_type, NativeCalls};
+use super::native::{native_dispatch_signature, NativeCalls};
 use super::partition::{self, fastcall_closure};
 use super::{
     c_type, dead_return, kernel_layout, slot_suffix, tuple_name, zero_value, CodegenError,
@@ -387,16 +387,10 @@ fn signature_text(ty: &wasmparser::FuncType) -> String {
 /// `WV_FUNC RET wv_ciS(WV_CTX_PARAMS, uint32_t callee, T0 l0, ...)`: `WV_CTX_PARAMS` is the
 /// VM context with direct calls, the fleet and the VM index elsewhere.
 fn dispatch_signature(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
-    let ty = &ctx.sigs.distinct[sig as usize];
-    let mut s = format!(
-        "WV_FUNC {} wv_ci{sig}(WV_CTX_PARAMS, uint32_t callee",
-        result_type(ty.results())
-    );
-    for (i, p) in ty.params().iter().enumerate() {
-        let _ = write!(s, ", {} l{i}", c_type(*p));
-    }
-    s.push(')');
-    s
+    c_signature(
+        &ctx.sigs.distinct[sig as usize],
+        &format!("wv_ci{sig}(WV_CTX_PARAMS, uint32_t callee"),
+    )
 }
 
 /// The dispatch of `call_indirect`s of signature `sig` to fastcalls: a `switch` over the

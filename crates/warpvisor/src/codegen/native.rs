@@ -12,7 +12,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use super::{c_type, dead_return, tuple_name, KernelOptions, ModuleContext};
+use super::function::c_signature;
+use super::{dead_return, KernelOptions, ModuleContext};
 use crate::analysis::CallGraph;
 
 /// `wv_callee_kind` of a function the trampoline must run.
@@ -129,23 +130,8 @@ impl NativeCalls {
 
 /// `WV_FUNC RET wv_cnS(WV_CTX_PARAMS, uint32_t fp, uint32_t depth, uint32_t callee, T0 l0, ...)`.
 pub(super) fn native_dispatch_signature(ctx: &ModuleContext<'_, '_>, sig: u32) -> String {
-    let ty = &ctx.sigs.distinct[sig as usize];
-    let mut s = format!(
-        "WV_FUNC {} wv_cn{sig}(WV_CTX_PARAMS, uint32_t fp, uint32_t depth, uint32_t callee",
-        result_type(ty.results())
-    );
-    for (i, p) in ty.params().iter().enumerate() {
-        let _ = write!(s, ", {} l{i}", c_type(*p));
-    }
-    s.push(')');
-    s
-}
-
-/// The C type a function with `results` returns.
-pub(super) fn result_type(results: &[wasmparser::ValType]) -> String {
-    match results.len() {
-        0 => "void".into(),
-        1 => c_type(results[0]).into(),
-        _ => tuple_name(results),
-    }
+    c_signature(
+        &ctx.sigs.distinct[sig as usize],
+        &format!("wv_cn{sig}(WV_CTX_PARAMS, uint32_t fp, uint32_t depth, uint32_t callee"),
+    )
 }
