@@ -686,6 +686,33 @@ pub(super) fn continuation_signature(ctx: &ModuleContext<'_, '_>, func: u32) -> 
     )
 }
 
+/// `head, a0, a1...)`: a C call whose callee and leading arguments are `head`.
+pub(super) fn c_call(head: String, args: &[String]) -> String {
+    let mut call = head;
+    for a in args {
+        call.push_str(", ");
+        call.push_str(a);
+    }
+    call.push(')');
+    call
+}
+
+/// `call;`, or the C call `call` whose results go to the operand slots `slots`.
+pub(super) fn assign_results(call: &str, slots: &[String], results: &[ValType]) -> String {
+    match slots {
+        [] => format!("{call};"),
+        [d] => format!("{d} = {call};"),
+        _ => {
+            let mut code = format!("{{ {} r_ = {call}; ", tuple_name(results));
+            for (k, d) in slots.iter().enumerate() {
+                let _ = write!(code, "{d} = r_.v{k}; ");
+            }
+            code.push('}');
+            code
+        }
+    }
+}
+
 /// `WV_FUNC RET head, T0 l0, ...)`: a C function of WebAssembly type `ty` whose name and
 /// leading parameters are `head`.
 pub(super) fn c_signature(ty: &wasmparser::FuncType, head: &str) -> String {

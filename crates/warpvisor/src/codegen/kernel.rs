@@ -481,6 +481,7 @@ fn entry_shim(ctx: &ModuleContext<'_, '_>, func: u32) -> String {
         })
         .collect();
     if continuation {
+        out.push_str("  const uint32_t resume = (uint32_t)WV_STK(fp + 2);\n");
         let frame = ["fp", "v->depth", "resume"].map(String::from);
         args.splice(0..0, frame);
     }

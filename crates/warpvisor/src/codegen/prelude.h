@@ -632,9 +632,9 @@ WV_FN uint32_t wv_table_func(const wv_fleet *f, uint32_t vm, uint32_t t, uint32_
  * the caller knows (its own frame `fp` and the callee `fid`); the callee wrote its resume
  * point and live values itself. */
 #define WV_YIELDED_FRAME(nfp, fid) do { WV_STK(nfp) = fp; WV_STK((nfp) + 1) = (fid); } while (0)
-/* A continuation's entry from the trampoline (`wv_kN`): its frame, and where to resume. */
+/* An entry shim's start (`wv_eN`, `wv_kN`): the VM's top frame, nothing yielded yet. */
 #define WV_FRAME_ENTER() WV_GLOBAL wv_vm *const v = &f->vms[vm]; const uint32_t fp = v->fp; \
-  const uint32_t resume = (uint32_t)WV_STK(fp + 2); c->yielding = 0
+  c->yielding = 0
 /* Counts the `n` live values a yield point saves in its frame. */
 #define WV_SAVED(n) (v->saved_words += (n))
 

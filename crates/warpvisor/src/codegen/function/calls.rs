@@ -8,8 +8,10 @@ use std::fmt::Write;
 use wasmparser::ValType;
 
 use super::continuation::NativeCall;
-use super::{sanitize_comment, FunctionEmitter, KIND_FASTCALL, KIND_NATIVE};
-use crate::codegen::{devirt, tuple_name, CodegenError};
+use super::{
+    assign_results, c_call, sanitize_comment, FunctionEmitter, KIND_FASTCALL, KIND_NATIVE,
+};
+use crate::codegen::{devirt, CodegenError};
 
 impl FunctionEmitter<'_, '_> {
     pub(super) fn call_args(&mut self, params: &[ValType]) -> Vec<String> {
@@ -32,28 +34,8 @@ impl FunctionEmitter<'_, '_> {
         args: &[String],
         results: &[ValType],
     ) -> String {
-        let mut call = head;
-        for a in args {
-            call.push_str(", ");
-            call.push_str(a);
-        }
-        call.push(')');
-        match results.len() {
-            0 => format!("{call};"),
-            1 => {
-                let d = self.push(results[0]);
-                format!("{d} = {call};")
-            }
-            _ => {
-                let mut code = format!("{{ {} r_ = {call}; ", tuple_name(results));
-                for (k, ty) in results.iter().enumerate() {
-                    let d = self.push(*ty);
-                    let _ = write!(code, "{d} = r_.v{k}; ");
-                }
-                code.push('}');
-                code
-            }
-        }
+        let slots: Vec<String> = results.iter().map(|ty| self.push(*ty)).collect();
+        assign_results(&c_call(head, args), &slots, results)
     }
 
     /// The module-wide number of the call site being translated, in a counting kernel.
@@ -81,8 +63,7 @@ impl FunctionEmitter<'_, '_> {
         }
         let args = self.call_args(ty.params());
         let native = self.native.callees[callee as usize].then(|| NativeCall {
-            callee: format!("wv_b{callee}(WV_CTX_ARGS"),
-            dispatch: false,
+            head: format!("wv_b{callee}(WV_CTX_ARGS, nfp, depth + 1, 0"),
             guard: None,
         });
         self.yield_call(
@@ -175,8 +156,7 @@ impl FunctionEmitter<'_, '_> {
                 ));
             }
             let native = self.native.native_sigs.contains(&sig).then(|| NativeCall {
-                callee: format!("wv_cn{sig}(WV_CTX_ARGS"),
-                dispatch: true,
+                head: format!("wv_cn{sig}(WV_CTX_ARGS, nfp, depth + 1, callee"),
                 guard: Some(format!("wv_callee_kind[callee] == {KIND_NATIVE}")),
             });
             self.yield_call(

@@ -13,18 +13,17 @@ use std::fmt::Write;
 
 use wasmparser::ValType;
 
-use super::{sanitize_comment, slot_suffix, suffix_c_type, FunctionEmitter};
-use crate::codegen::{c_type, dead_return, tuple_name, zero_value};
+use super::{
+    assign_results, c_call, sanitize_comment, slot_suffix, suffix_c_type, FunctionEmitter,
+};
+use crate::codegen::{c_type, dead_return, zero_value};
 
 /// How [`FunctionEmitter::yield_call`] first calls its callee as a C function.
 pub(crate) struct NativeCall {
-    /// The callee and the arguments before the WebAssembly ones, without the frame pointer,
-    /// depth and resume point that `yield_call` adds: `wv_b3(WV_CTX_ARGS` for a continuation,
-    /// `wv_cn5(WV_CTX_ARGS` (with `, callee` after the depth) for a `call_indirect`.
-    pub callee: String,
-    /// Whether the callee is a `wv_cnS` dispatch, which takes the target after the depth
-    /// where a body takes its resume point.
-    pub dispatch: bool,
+    /// The callee and the arguments before the WebAssembly ones, on the callee's frame `nfp`:
+    /// `wv_b3(WV_CTX_ARGS, nfp, depth + 1, 0` for a continuation (resume point 0: a call),
+    /// `wv_cn5(WV_CTX_ARGS, nfp, depth + 1, callee` for a `call_indirect`.
+    pub head: String,
     /// A C condition under which the call is made (else the trampoline runs the callee).
     pub guard: Option<String>,
 }
@@ -197,22 +196,8 @@ impl FunctionEmitter<'_, '_> {
         }
         fetch.push_str("msz = WV_MEM_BYTES();");
         let is_native = native.is_some();
-        if let Some(NativeCall {
-            callee,
-            dispatch,
-            guard,
-        }) = native
-        {
-            let mut call = match dispatch {
-                true => format!("{callee}, nfp, depth + 1, callee"),
-                false => format!("{callee}, nfp, depth + 1, 0"),
-            };
-            for a in args {
-                call.push_str(", ");
-                call.push_str(a);
-            }
-            call.push(')');
-            let call = assign_results(&call, &slots, results);
+        if let Some(NativeCall { head, guard }) = native {
+            let call = assign_results(&c_call(head, args), &slots, results);
             let yielded = format!(
                 "if (WV_YIELDED()) {{ WV_YIELDED_FRAME(nfp, {fid}); WV_STK(fp + 2) = {k}; {save}goto wv_unwind; }}"
             );
@@ -344,22 +329,6 @@ impl FunctionEmitter<'_, '_> {
         out.push_str(&dead_return(&self.results));
         out.push_str("}\n");
         out
-    }
-}
-
-/// The C call `call` whose results go to the operand slots `slots`.
-fn assign_results(call: &str, slots: &[String], results: &[ValType]) -> String {
-    match slots {
-        [] => format!("{call};"),
-        [d] => format!("{d} = {call};"),
-        _ => {
-            let mut code = format!("{{ {} r_ = {call}; ", tuple_name(results));
-            for (k, d) in slots.iter().enumerate() {
-                let _ = write!(code, "{d} = r_.v{k}; ");
-            }
-            code.push('}');
-            code
-        }
     }
 }
 
