@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use warpvisor::backend::wasmtime::{WasiSetup, WasmtimeBackend};
 use warpvisor::codegen::{CallMode, KernelOptions, MemoryChecks};
-use warpvisor::vmm::{FleetConfig, Program};
+use warpvisor::vmm::{FleetConfig, Program, TrapKind};
 use warpvisor::wasi::program::{run_jobs_with_stats, JobResult, WasiRunConfig, WasiStats};
 use warpvisor::wasi::WasiJob;
 
@@ -92,6 +92,23 @@ fn on_cpu_with_continuations(
     jobs: &[WasiJob],
     partition_ops: u32,
 ) -> (Vec<JobResult>, WasiStats) {
+    on_cpu_with_call_depth(
+        wasm,
+        name,
+        jobs,
+        partition_ops,
+        FleetConfig::default().max_call_depth,
+    )
+}
+
+/// [`on_cpu_with_continuations`] with at most `max_call_depth` nested calls per VM.
+fn on_cpu_with_call_depth(
+    wasm: &[u8],
+    name: &str,
+    jobs: &[WasiJob],
+    partition_ops: u32,
+    max_call_depth: u32,
+) -> (Vec<JobResult>, WasiStats) {
     let kernel = KernelOptions {
         calls: CallMode::Continuations,
         memory_checks: MemoryChecks::Explicit,
@@ -102,6 +119,7 @@ fn on_cpu_with_continuations(
     let config = WasiRunConfig {
         fleet: FleetConfig {
             num_vms: jobs.len() as u32,
+            max_call_depth,
             ..FleetConfig::default()
         },
         program_name: name.into(),
@@ -129,6 +147,32 @@ fn calls_that_do_not_yield_skip_the_trampoline_and_one_that_does_resumes_its_cha
     // Only the chains that yielded saved their frames: a few live values each, twice.
     let saved = stats.fleet.saved_words / 4;
     assert!((1..=24).contains(&saved), "{saved} values saved per VM");
+}
+
+#[test]
+fn native_calls_count_toward_the_call_depth_limit() {
+    // CHAIN with $leaf's import never reached: _start (depth 1) calls $mid (2) and $leaf (3)
+    // natively, which write no frames and never yield, then writes at depth 1. The limit still
+    // counts the frames they stand for: below 3 they trap, though no frame was ever pushed.
+    let quiet = CHAIN.replace("i32.const 500\n    i32.eq", "i32.const 5000\n    i32.eq");
+    assert_ne!(quiet, CHAIN);
+    let wasm = wat::parse_str(&quiet).unwrap();
+    let jobs = vec![WasiJob::default(); 2];
+    let expected = on_wasmtime(&wasm, "chain", &jobs);
+    assert_eq!(expected[0].stdout.len(), 2, "{:?}", expected[0]);
+    for depth in [1, 2] {
+        let (results, _) = on_cpu_with_call_depth(&wasm, "chain", &jobs, 0, depth);
+        for r in &results {
+            assert_eq!(
+                r.trap,
+                Some(TrapKind::StackOverflow),
+                "depth {depth}: {r:?}"
+            );
+            assert!(r.stdout.is_empty(), "depth {depth}: {r:?}");
+        }
+    }
+    let (results, _) = on_cpu_with_call_depth(&wasm, "chain", &jobs, 0, 3);
+    assert_eq!(results, expected);
 }
 
 /// `_start` makes 1,000 `call_indirect`s from a continuation (it reaches `fd_write`) to a
