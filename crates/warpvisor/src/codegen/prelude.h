@@ -506,7 +506,12 @@ WV_FN uint32_t wv_memory_fill(const wv_fleet *f, uint32_t vm, uint32_t d, uint32
 #if WV_HOST && WV_INTERLEAVE == 0
   __builtin_memset(f->mem + wv_cell(f, vm, d), (int)(uint8_t)val, n);
 #else
-  for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = (uint8_t)val;
+  /* The VM's first cell read once: a byte store may alias the fleet, so `f->mem` inside the
+   * loop was reloaded after every byte (perf annotate of PHash's PoCL kernel). */
+  WV_GLOBAL uint8_t *mb = wv_mem_base(f, vm);
+  const uint64_t mrow = wv_mem_row(f);
+  for (uint64_t ea = d; ea < (uint64_t)d + n; ea++) mb[WV_CELL_AT(ea, mrow)] = (uint8_t)val;
+  (void)mrow;
 #endif
   return 0;
 }
@@ -533,11 +538,14 @@ WV_FN uint32_t wv_memory_copy(const wv_fleet *f, uint32_t vm, uint32_t d, uint32
     for (; i > 0; i--) dp[i - 1] = sp[i - 1];
   }
 #else
+  WV_GLOBAL uint8_t *mb = wv_mem_base(f, vm);
+  const uint64_t mrow = wv_mem_row(f);
   if (d <= s) {
-    for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = f->mem[wv_cell(f, vm, (uint64_t)s + i)];
+    for (uint64_t i = 0; i < n; i++) mb[WV_CELL_AT(d + i, mrow)] = mb[WV_CELL_AT(s + i, mrow)];
   } else {
-    for (uint32_t i = n; i > 0; i--) f->mem[wv_cell(f, vm, (uint64_t)d + i - 1)] = f->mem[wv_cell(f, vm, (uint64_t)s + i - 1)];
+    for (uint64_t i = n; i > 0; i--) mb[WV_CELL_AT(d + i - 1, mrow)] = mb[WV_CELL_AT(s + i - 1, mrow)];
   }
+  (void)mrow;
 #endif
   return 0;
 }
@@ -548,7 +556,11 @@ WV_FN uint32_t wv_memory_init(const wv_fleet *f, uint32_t vm, uint32_t seg, uint
 #if WV_DIRTY_PAGES
   if (n) wv_mark_dirty(wv_dirty_base(f, vm), d, n);
 #endif
-  for (uint32_t i = 0; i < n; i++) f->mem[wv_cell(f, vm, (uint64_t)d + i)] = f->data_blob[wv_data_base[seg] + s + i];
+  WV_GLOBAL uint8_t *mb = wv_mem_base(f, vm);
+  WV_GLOBAL const uint8_t *src = f->data_blob + wv_data_base[seg] + s;
+  const uint64_t mrow = wv_mem_row(f);
+  for (uint64_t i = 0; i < n; i++) mb[WV_CELL_AT(d + i, mrow)] = src[i];
+  (void)mrow;
   return 0;
 }
 
