@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Kernel launches for one batch of each benchmark, as the OpenCL backend partitions and
-# schedules them (continuations, --partition-ops 10000, explicit memory checks), on the
-# backend named (default cpu: the same kernels' C built by GCC, which launches exactly as
+# schedules them (by default continuations, --partition-ops 10000, explicit memory checks;
+# CALLS=direct and PARTITION_OPS=N change the first two), on the backend named (default cpu: the same kernels' C built by GCC, which launches exactly as
 # PoCL does — the launch loop and the partition plan are the backend's, not the compiler's —
 # and builds in a fraction of PoCL's time).
 #
 #   scripts/launches.sh [BACKEND] [VMS] [BENCHMARK...]      # e.g. scripts/launches.sh opencl 64 bill_pdf
+#   CALLS=direct PARTITION_OPS=0 scripts/launches.sh opencl 64  # synchronous imports, one kernel
 #
 # Prints one Markdown row per benchmark: launches for the batch of VMS requests, and for its
 # first request alone (what partition crossings cost one VM; the rest is VMs out of step).
@@ -14,6 +15,8 @@ cd "$(dirname "$0")/.."
 backend=${1:-cpu}
 vms=${2:-64}
 shift $(( $# > 2 ? 2 : $# ))
+calls=${CALLS:-continuations}
+partition_ops=${PARTITION_OPS:-10000}
 benches=("$@")
 [ ${#benches[@]} -gt 0 ] || benches=(scrypt pbkdf2 blur_jpeg blur_bmp phash phash_modified bill_pdf histogram lz4 strings)
 wv=${WARPVISOR:-target/release/warpvisor}
@@ -24,12 +27,12 @@ list=$(IFS=,; echo "${benches[*]}")
 "$bench" --write-requests "$dir" --benchmarks "$list" --vms "$vms" --batches 1 >/dev/null 2>&1
 
 launches() { # module jobs vms -> "launches slow-calls"
-  "$wv" run "$1" --backend "$backend" --calls continuations --memory-checks explicit \
-    --partition-ops 10000 --vms "$3" --jobs "$2" --stats --output /dev/null 2>&1 |
+  "$wv" run "$1" --backend "$backend" --calls "$calls" --memory-checks explicit \
+    --partition-ops "$partition_ops" --vms "$3" --jobs "$2" --stats --output /dev/null 2>&1 |
     awk '/on-device execute/ { gsub(/[(]/, "", $5); l = $5 } /slow calls/ { s = $3 } END { print l, s }'
 }
 
-echo "| Benchmark | Launches, batch of $vms | Launches, first request alone | Slow calls / request |"
+echo "| Benchmark ($backend, --calls $calls, --partition-ops $partition_ops) | Launches, batch of $vms | Launches, first request alone | Slow calls / request |"
 echo "|---|---:|---:|---:|"
 for b in "${benches[@]}"; do
   jobs="$dir/$b.jobs.jsonl"
