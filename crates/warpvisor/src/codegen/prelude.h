@@ -152,6 +152,14 @@ WV_FN void wv_write(const wv_fleet *f, uint32_t vm, uint64_t ea, uint32_t n, uin
   wv_store_cells(wv_mem_base(f, vm), wv_mem_row(f), ea, n, v);
 }
 
+/* Copies `n` bytes of `src` into the VM's memory at `ea` (memory.init, and a reset's data
+ * segments where no dirty-page map applies); the caller has bounds-checked. */
+WV_FN void wv_copy_into_cells(WV_GLOBAL uint8_t *mb, uint64_t mrow, uint64_t ea,
+                              WV_GLOBAL const uint8_t *src, uint64_t n) {
+  for (uint64_t i = 0; i < n; i++) mb[WV_CELL_AT(ea + i, mrow)] = src[i];
+  (void)mrow;
+}
+
 /* Dirty pages (interleave 0, every device): every write to guest memory marks its page in the
  * fleet's map (wv_fleet.dirty), so a reset restores only what a VM wrote instead of all the
  * memory it might have written (Rust guests reserve a 1 MiB shadow stack and touch a few pages
@@ -556,11 +564,7 @@ WV_FN uint32_t wv_memory_init(const wv_fleet *f, uint32_t vm, uint32_t seg, uint
 #if WV_DIRTY_PAGES
   if (n) wv_mark_dirty(wv_dirty_base(f, vm), d, n);
 #endif
-  WV_GLOBAL uint8_t *mb = wv_mem_base(f, vm);
-  WV_GLOBAL const uint8_t *src = f->data_blob + wv_data_base[seg] + s;
-  const uint64_t mrow = wv_mem_row(f);
-  for (uint64_t i = 0; i < n; i++) mb[WV_CELL_AT(d + i, mrow)] = src[i];
-  (void)mrow;
+  wv_copy_into_cells(wv_mem_base(f, vm), wv_mem_row(f), d, f->data_blob + wv_data_base[seg] + s, n);
   return 0;
 }
 
@@ -906,11 +910,7 @@ WV_FN void wv_reset_vm(const wv_fleet *f, uint32_t vm) {
       if (fresh) wv_copy_bytes(mbase + off, f->data_blob + wv_data_base[s], n);
       else wv_restore_segment(mbase, db, clear, off, f->data_blob + wv_data_base[s], n);
 #else
-      WV_GLOBAL uint8_t *mb = wv_mem_base(f, vm);
-      WV_GLOBAL const uint8_t *src = f->data_blob + wv_data_base[s];
-      const uint64_t mrow = wv_mem_row(f);
-      (void)mrow;
-      for (uint64_t i = 0; i < n; i++) mb[WV_CELL_AT(off + i, mrow)] = src[i];
+      wv_copy_into_cells(wv_mem_base(f, vm), wv_mem_row(f), off, f->data_blob + wv_data_base[s], n);
 #endif
     } else {
       uint32_t e = s - WV_NUM_DATAS;
